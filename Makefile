@@ -1,0 +1,43 @@
+# tf_ops: every target does its own set-up from a fresh clone, idempotently.
+#   make build   .venv with the pinned TensorFlow + tools, then the op library
+#   make test    build, then the pytest suite
+#   make demo    build, then a short script using the ops from TF and Keras
+# TF_OPS_CUDA=AUTO|ON|OFF chooses the CUDA kernels (AUTO: when nvcc is found).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TF_OPS_CUDA ?= AUTO
+BUILD_DIR := build
+# The requirements file's checksum names the stamp, so editing it reinstalls.
+REQ_STAMP := $(VENV)/.installed-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
+
+.PHONY: venv build test demo gpu-selftest clean
+
+venv: $(REQ_STAMP)
+
+$(REQ_STAMP): requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	rm -f $(VENV)/.installed-* && touch $@
+
+build: venv
+	cmake -S . -B $(BUILD_DIR) -DPython3_EXECUTABLE=$(abspath $(PY)) \
+	  -DTF_OPS_CUDA=$(TF_OPS_CUDA) > $(BUILD_DIR).configure.log 2>&1 \
+	  || (cat $(BUILD_DIR).configure.log; exit 1)
+	grep -E "tf_ops:" $(BUILD_DIR).configure.log
+	cmake --build $(BUILD_DIR) --parallel 2
+
+test: build
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: build
+	$(PY) examples/demo.py
+
+# On a GPU machine without TensorFlow: build and run the CUDA self-test.
+gpu-selftest:
+	tools/gpu_selftest.sh
+
+clean:
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so

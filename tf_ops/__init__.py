@@ -1,0 +1,27 @@
+"""tf_ops: fused activation ops for TensorFlow, with CPU and CUDA kernels.
+
+Example:
+  >>> import tensorflow as tf
+  >>> import tf_ops
+  >>> x = tf.constant([-1.0, 0.5])
+  >>> with tf.GradientTape() as tape:
+  ...     tape.watch(x)
+  ...     y = tf_ops.elu(x)
+  >>> tape.gradient(y, x).numpy()
+  array([0.36787945, 1.        ], dtype=float32)
+"""
+
+from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
+from tf_ops.python.activations import elu, elu_grad, leaky_relu, leaky_relu_grad
+from tf_ops.python.library import library_path, load_library
+
+__all__ = [
+    "elu",
+    "elu_grad",
+    "leaky_relu",
+    "leaky_relu_grad",
+    "library_path",
+    "load_library",
+]
+
+__version__ = "0.1.0"

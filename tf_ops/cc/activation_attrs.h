@@ -1,0 +1,51 @@
+// How each activation reads and checks its attributes, in one place for the
+// two moments TensorFlow looks at them: graph building (the shape function,
+// with an InferenceContext) and kernel construction (OpKernelConstruction,
+// which is also where eager calls see them). Both contexts have GetAttr.
+//
+// One overload of ReadAttrs per functor in activation_math.h.
+
+#ifndef TF_OPS_CC_ACTIVATION_ATTRS_H_
+#define TF_OPS_CC_ACTIVATION_ATTRS_H_
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/platform/errors.h"
+#include "tf_ops/cc/activation_math.h"
+
+namespace tf_ops {
+
+// Non-finite slopes make every negative input NaN or inf: reject them.
+inline absl::Status RequireFinite(const char* op, const char* attr,
+                                  float value) {
+  if (std::isfinite(value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "TfOps>", op, ": attribute '", attr, "' must be finite, got ", value));
+}
+
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx* ctx, LeakyRelu* op) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("alpha", &op->alpha));
+  return RequireFinite(LeakyRelu::kName, "alpha", op->alpha);
+}
+
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx* ctx, Elu* op) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("alpha", &op->alpha));
+  TF_RETURN_IF_ERROR(RequireFinite(Elu::kName, "alpha", op->alpha));
+  // EluGrad works from the outputs, which identify the branch only if the
+  // negative branch stays <= 0 (see activation_math.h).
+  if (op->alpha < 0.0f) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TfOps>Elu: attribute 'alpha' must be >= 0, got ", op->alpha,
+        " (EluGrad recovers the branch from the outputs, which a negative "
+        "alpha makes ambiguous)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_ACTIVATION_ATTRS_H_

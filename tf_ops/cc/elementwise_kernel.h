@@ -1,0 +1,170 @@
+// One OpKernel template for every activation's forward op and one for every
+// grad op, templated on device, dtype and the functor from activation_math.h.
+// They validate, allocate (reusing an input buffer when TensorFlow allows) and
+// hand the flat buffers to the device's executor:
+//   CPU: the loops of elementwise_cpu.h, sharded over TF's intra-op pool;
+//   GPU: the launchers of cu/elementwise_gpu.h, on the op's CUDA stream.
+
+#ifndef TF_OPS_CC_ELEMENTWISE_KERNEL_H_
+#define TF_OPS_CC_ELEMENTWISE_KERNEL_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/platform/threadpool.h"
+#include "tf_ops/cc/activation_attrs.h"
+#include "tf_ops/cc/elementwise_cpu.h"
+
+#if TF_OPS_WITH_CUDA
+#include "tensorflow/core/framework/device_base.h"
+#include "tf_ops/cu/elementwise_gpu.h"
+#include "xla/stream_executor/stream.h"
+#endif
+
+namespace tf_ops {
+
+// Device tags for the kernel templates.
+struct CpuDevice {};
+struct GpuDevice {};
+
+template <typename Device>
+struct Executor;
+
+template <>
+struct Executor<CpuDevice> {
+  // Rough cycles per element for the pool's cost model: small tensors run on
+  // the calling thread, large ones on both cores.
+  template <typename Op>
+  static tsl::thread::ThreadPool::SchedulingParams Schedule() {
+    return tsl::thread::ThreadPool::SchedulingParams::Adaptive(
+        Op::kCyclesPerElement);
+  }
+
+  template <typename Op, typename T>
+  static absl::Status Forward(tensorflow::OpKernelContext* ctx, const Op& op,
+                              const T* x, T* y, int64_t n) {
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
+          ForwardRange(op, x, y, begin, end);
+        });
+    return absl::OkStatus();
+  }
+
+  template <typename Op, typename T>
+  static absl::Status Backward(tensorflow::OpKernelContext* ctx, const Op& op,
+                               const T* g, const T* v, T* dx, int64_t n) {
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
+          BackwardRange(op, g, v, dx, begin, end);
+        });
+    return absl::OkStatus();
+  }
+};
+
+#if TF_OPS_WITH_CUDA
+template <typename T>
+constexpr GpuDtype GpuDtypeOf();
+template <>
+constexpr GpuDtype GpuDtypeOf<Eigen::half>() { return GpuDtype::kHalf; }
+template <>
+constexpr GpuDtype GpuDtypeOf<Eigen::bfloat16>() { return GpuDtype::kBFloat16; }
+template <>
+constexpr GpuDtype GpuDtypeOf<float>() { return GpuDtype::kFloat; }
+template <>
+constexpr GpuDtype GpuDtypeOf<double>() { return GpuDtype::kDouble; }
+
+template <>
+struct Executor<GpuDevice> {
+  template <typename Op, typename T>
+  static absl::Status Forward(tensorflow::OpKernelContext* ctx, const Op& op,
+                              const T* x, T* y, int64_t n) {
+    return Check<Op>(LaunchForward(op, GpuDtypeOf<T>(), x, y, n, Stream(ctx)));
+  }
+
+  template <typename Op, typename T>
+  static absl::Status Backward(tensorflow::OpKernelContext* ctx, const Op& op,
+                               const T* g, const T* v, T* dx, int64_t n) {
+    return Check<Op>(
+        LaunchBackward(op, GpuDtypeOf<T>(), g, v, dx, n, Stream(ctx)));
+  }
+
+ private:
+  // The raw cudaStream_t behind the op's stream executor stream.
+  static void* Stream(tensorflow::OpKernelContext* ctx) {
+    return ctx->op_device_context()->stream()->platform_specific_handle().stream;
+  }
+
+  template <typename Op>
+  static absl::Status Check(const char* cuda_error) {
+    if (cuda_error == nullptr) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat(
+        "TfOps>", Op::kName, ": CUDA kernel launch failed: ", cuda_error));
+  }
+};
+#endif  // TF_OPS_WITH_CUDA
+
+// activations = f(features), any shape.
+template <typename Device, typename T, typename Op>
+class ActivationOp : public tensorflow::OpKernel {
+ public:
+  explicit ActivationOp(tensorflow::OpKernelConstruction* ctx)
+      : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &op_));
+  }
+
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    const tensorflow::Tensor& x = ctx->input(0);
+    tensorflow::Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx,
+                   ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &y));
+    const int64_t n = x.NumElements();
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, Executor<Device>::Forward(ctx, op_, x.flat<T>().data(),
+                                                  y->flat<T>().data(), n));
+  }
+
+ private:
+  Op op_;
+};
+
+// backprops = gradients * f'(v), where v is the features or the outputs.
+// The two inputs must have the same shape: checked here at run time, since a
+// graph with unknown dimensions (or an eager call) passes the shape function.
+template <typename Device, typename T, typename Op>
+class ActivationGradOp : public tensorflow::OpKernel {
+ public:
+  explicit ActivationGradOp(tensorflow::OpKernelConstruction* ctx)
+      : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &op_));
+  }
+
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    const tensorflow::Tensor& g = ctx->input(0);
+    const tensorflow::Tensor& v = ctx->input(1);
+    OP_REQUIRES(
+        ctx, g.shape() == v.shape(),
+        absl::InvalidArgumentError(absl::StrCat(
+            "TfOps>", Op::kName, "Grad: gradients and ",
+            Op::kGradTakesOutputs ? "outputs" : "features",
+            " must have the same shape, got ", g.shape().DebugString(),
+            " and ", v.shape().DebugString())));
+    tensorflow::Tensor* dx = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0, 1}, 0,
+                                                              g.shape(), &dx));
+    const int64_t n = g.NumElements();
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, Executor<Device>::Backward(
+                            ctx, op_, g.flat<T>().data(), v.flat<T>().data(),
+                            dx->flat<T>().data(), n));
+  }
+
+ private:
+  Op op_;
+};
+
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_ELEMENTWISE_KERNEL_H_

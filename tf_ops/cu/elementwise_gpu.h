@@ -1,0 +1,33 @@
+// The CUDA engine's entry points, callable from code that knows nothing of
+// CUDA (the TensorFlow kernels are compiled by g++ without CUDA headers) and
+// from the TF-free GPU self-test.
+//
+// Buffers are device pointers; the stream is a cudaStream_t passed as void*.
+// Each launcher returns nullptr on success, or CUDA's error message.
+// Instantiated in elementwise_gpu.cu for every activation in activation_list.h.
+
+#ifndef TF_OPS_CU_ELEMENTWISE_GPU_H_
+#define TF_OPS_CU_ELEMENTWISE_GPU_H_
+
+#include <cstdint>
+
+namespace tf_ops {
+
+// Storage types the GPU kernels take. Half and bfloat16 buffers hold IEEE
+// binary16 and bfloat16 bits, the layout of Eigen::half / __half and
+// Eigen::bfloat16 / __nv_bfloat16 alike.
+enum class GpuDtype { kHalf, kBFloat16, kFloat, kDouble };
+
+// y[i] = f(x[i]) for i in [0, n). x and y may be the same buffer.
+template <typename Op>
+const char* LaunchForward(const Op& op, GpuDtype dtype, const void* x,
+                          void* y, int64_t n, void* stream);
+
+// dx[i] = g[i] * f'(v[i]) for i in [0, n). dx may alias g or v.
+template <typename Op>
+const char* LaunchBackward(const Op& op, GpuDtype dtype, const void* g,
+                           const void* v, void* dx, int64_t n, void* stream);
+
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CU_ELEMENTWISE_GPU_H_
