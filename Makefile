@@ -33,7 +33,7 @@ test: build
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: build
-	$(PY) examples/demo.py
+	PYTHONPATH=$(CURDIR) $(PY) examples/demo.py
 
 # On a GPU machine without TensorFlow: build and run the CUDA self-test.
 gpu-selftest:

@@ -19,7 +19,7 @@ using ComputeType =
 
 // y[i] = f(x[i]) for i in [begin, end). x and y may be the same buffer.
 template <typename Op, typename T>
-void ForwardRange(const Op& op, const T* x, T* y, int64_t begin,
+void ForwardRange(Op op, const T* x, T* y, int64_t begin,
                   int64_t end) {
   using C = ComputeType<T>;
   for (int64_t i = begin; i < end; ++i) {
@@ -30,7 +30,7 @@ void ForwardRange(const Op& op, const T* x, T* y, int64_t begin,
 // dx[i] = g[i] * f'(v[i]) for i in [begin, end), v being the grad op's second
 // input (features or outputs). dx may alias g or v.
 template <typename Op, typename T>
-void BackwardRange(const Op& op, const T* g, const T* v, T* dx, int64_t begin,
+void BackwardRange(Op op, const T* g, const T* v, T* dx, int64_t begin,
                    int64_t end) {
   using C = ComputeType<T>;
   for (int64_t i = begin; i < end; ++i) {
