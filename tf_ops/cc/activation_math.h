@@ -38,6 +38,16 @@ namespace tf_ops {
 TF_OPS_HOST_DEVICE float Expm1(float x) { return ::expm1f(x); }
 TF_OPS_HOST_DEVICE double Expm1(double x) { return ::expm1(x); }
 
+// x * w, except that an infinite x times a zero w gives a (signed) zero where
+// IEEE gives NaN. The activations below are products like x * Phi(x) whose
+// limit at x = -inf is 0; this makes them reach it. NaN still propagates.
+template <typename T>
+TF_OPS_HOST_DEVICE T SafeMul(T x, T w) {
+  const T big = static_cast<T>(1e30);
+  const T finite_x = x > big ? big : (x < -big ? -big : x);
+  return w == T(0) ? finite_x * w : x * w;
+}
+
 // LeakyRelu: f(x) = x if x > 0 else alpha * x.
 // A select, not max(x, alpha * x): the two differ for alpha > 1 or alpha < 0.
 struct LeakyRelu {
@@ -48,7 +58,7 @@ struct LeakyRelu {
 
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    return x > T(0) ? x : static_cast<T>(alpha) * x;
+    return x > T(0) ? x : SafeMul(x, static_cast<T>(alpha));
   }
   template <typename T>
   TF_OPS_HOST_DEVICE T Backward(T g, T x) const {
