@@ -23,6 +23,11 @@ def tf_script() -> None:
     print("tf.nn.leaky_relu(x, 0.2)  ", tf.nn.leaky_relu(x, alpha=0.2).numpy())
     print("tf_ops.elu(x)             ", tf_ops.elu(x).numpy())
     print("tf.nn.elu(x)              ", tf.nn.elu(x).numpy())
+    print("tf_ops.gelu(x)            ", tf_ops.gelu(x).numpy())
+    print("tf.nn.gelu(x)             ", tf.nn.gelu(x).numpy())
+    print("tf_ops.swish(x)           ", tf_ops.swish(x).numpy())
+    print("tf.nn.silu(x)             ", tf.nn.silu(x).numpy())
+    print("tf_ops.mish(x)            ", tf_ops.mish(x).numpy())
 
     with tf.GradientTape() as outer:
         outer.watch(x)
@@ -52,7 +57,9 @@ def keras_model() -> None:
             tf.keras.layers.Dense(32),
             tf.keras.layers.Lambda(lambda t: tf_ops.elu(t)),
             tf.keras.layers.Dense(32),
-            tf.keras.layers.Lambda(lambda t: tf_ops.leaky_relu(t, alpha=0.1)),
+            tf.keras.layers.Lambda(lambda t: tf_ops.gelu(t)),
+            tf.keras.layers.Dense(32),
+            tf.keras.layers.Lambda(lambda t: tf_ops.mish(t)),
             tf.keras.layers.Dense(2),
         ]
     )

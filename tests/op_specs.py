@@ -74,12 +74,16 @@ def tolerance(dtype: tf.DType, compute_ulps: float = 8.0) -> Tolerance:
     )
 
 
-def builtin_tolerance(dtype: tf.DType, atol_eps: float) -> Tolerance:
+def builtin_tolerance(
+    dtype: tf.DType, atol_eps: float, ulps: float = 2.0, floor: float = 0.0
+) -> Tolerance:
     """Tolerance against TensorFlow's own kernels, which round more than once in
     half/bfloat16 (they cast alpha to T and compute each Eigen op in T): allow two
     ulps relative, plus `atol_eps` ulps-at-1 absolute (TF's Elu is exp(x) - 1,
     whose absolute error is ~1 ulp of 1.0, i.e. large relative to small results)."""
-    return Tolerance(rtol=2.0 * EPS[dtype], atol=max(atol_eps * EPS[dtype], ATOL[dtype]))
+    return Tolerance(
+        rtol=max(ulps * EPS[dtype], floor), atol=max(atol_eps * EPS[dtype], ATOL[dtype], floor)
+    )
 
 
 def to_dtype(values: np.ndarray, dtype: tf.DType) -> np.ndarray:
@@ -123,7 +127,13 @@ class OpSpec:
     builtin_forward: Callable[[Attrs], Callable | None] = lambda attrs: None
     builtin_grad: Callable[[Attrs], Callable | None] = lambda attrs: None
     builtin_atol_eps: float = 0.0  # see builtin_tolerance()
+    builtin_ulps: float = 2.0  # TF's composites round at every step: see builtin_tolerance()
+    builtin_floor: float = 0.0  # least rtol and atol vs TF (TF's float64 gelu is ~1e-8)
     compute_ulps: float = 8.0  # see tolerance()
+    # Grad ops whose derivative crosses zero (swish' at z = -1.28, ...) sum terms of
+    # opposite sign, so their error is absolute: up to this many compute-type ulps
+    # of max|gradients| (see grad_tolerance()).
+    grad_abs_ulps: float = 0.0
 
     @property
     def op_type(self) -> str:
@@ -139,6 +149,15 @@ class OpSpec:
 
     def tolerance(self, dtype: tf.DType) -> Tolerance:
         return tolerance(dtype, self.compute_ulps)
+
+    def grad_tolerance(self, dtype: tf.DType, gradients: Any) -> Tolerance:
+        """`tolerance()` plus the absolute error of a cancelling sum, scaled by the
+        largest finite incoming gradient."""
+        tol = self.tolerance(dtype)
+        g = np.abs(as_f64(gradients))
+        g_max = float(g[np.isfinite(g)].max(initial=0.0))
+        cancel = self.grad_abs_ulps * COMPUTE_EPS[dtype] * g_max
+        return Tolerance(rtol=tol.rtol, atol=max(tol.atol, cancel))
 
 
 # --- LeakyRelu --------------------------------------------------------------
@@ -188,6 +207,156 @@ def _elu_limits(alpha=1.0):
     return {math.inf: math.inf, -math.inf: -alpha}
 
 
+# --- Shared float64 helpers for the smooth activations ----------------------
+
+
+def _sigmoid(z):
+    """Logistic function, accurate in both tails (no 1 - s cancellation needed:
+    use _sigmoid(-z) for 1 - s)."""
+    z = np.asarray(z, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(-np.abs(z))
+        return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _times(x, w):
+    """x * w with inf * 0 = (signed) 0: the limit the activations take."""
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.where((w == 0) & np.isinf(x), np.copysign(0.0, x) * np.copysign(1.0, w), x * w)
+
+
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+
+
+# --- Gelu -------------------------------------------------------------------
+
+
+def _gelu_z(x):
+    """z = 2u, with 0.5 (1 + tanh u) = sigmoid(z)."""
+    return 2.0 * _SQRT_2_OVER_PI * (x + _GELU_A * x**3)
+
+
+def _gelu_ref(x, approximate=False):
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if approximate:
+            return _times(x, _sigmoid(_gelu_z(x)))
+        return _times(x, 0.5 * _erfc(-x / math.sqrt(2.0)))
+
+
+def _gelu_ref_grad(g, x, approximate=False):
+    g = np.asarray(g, np.float64)
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if approximate:
+            z = _gelu_z(x)
+            dz = 2.0 * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_A * x**2)
+            return g * (_sigmoid(z) + _times(x * dz, _sigmoid(z) * _sigmoid(-z)))
+        phi = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        return g * (0.5 * _erfc(-x / math.sqrt(2.0)) + _times(x, phi))
+
+
+def _gelu_ref_second(x, approximate=False):
+    x = np.asarray(x, np.float64)
+    if approximate:
+        z = _gelu_z(x)
+        dz = 2.0 * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_A * x**2)
+        d2z = 12.0 * _SQRT_2_OVER_PI * _GELU_A * x
+        s, sm = _sigmoid(z), _sigmoid(-z)
+        return s * sm * (2.0 * dz + x * (sm - s) * dz * dz + x * d2z)
+    return np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi) * (2.0 - x * x)
+
+
+def _tf_gelu_grad(approximate):
+    def grad(g, v):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            y = tf.nn.gelu(v, approximate=approximate)
+        return tape.gradient(y, v, output_gradients=g)
+
+    return grad
+
+
+# --- Swish ------------------------------------------------------------------
+
+
+def _swish_ref(x, beta=1.0):
+    x = np.asarray(x, np.float64)
+    return _times(x, _sigmoid(_times(x, beta)))
+
+
+def _swish_ref_grad(g, x, beta=1.0):
+    g = np.asarray(g, np.float64)
+    z = _times(np.asarray(x, np.float64), beta)
+    s, sm = _sigmoid(z), _sigmoid(-z)
+    return g * (s + _times(z, s * sm))
+
+
+def _swish_ref_second(x, beta=1.0):
+    z = beta * np.asarray(x, np.float64)
+    s, sm = _sigmoid(z), _sigmoid(-z)
+    return beta * s * sm * (2.0 + z * (sm - s))
+
+
+def _swish_limits(beta=1.0):
+    if beta == 0:
+        return {math.inf: math.inf, -math.inf: -math.inf}
+    if beta > 0:
+        return {math.inf: math.inf, -math.inf: -0.0}
+    return {math.inf: 0.0, -math.inf: -math.inf}
+
+
+def _tf_silu_grad(beta):
+    def grad(g, v):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            y = tf.nn.silu(v, beta=beta)
+        return tape.gradient(y, v, output_gradients=g)
+
+    return grad
+
+
+# --- Mish -------------------------------------------------------------------
+
+
+def _mish_parts(x):
+    x = np.asarray(x, np.float64)
+    t = np.tanh(np.logaddexp(0.0, x))  # tanh(softplus x), softplus without overflow
+    return x, t, _sigmoid(x)
+
+
+def _mish_ref(x):
+    x, t, _ = _mish_parts(x)
+    return _times(x, t)
+
+
+def _mish_ref_grad(g, x):
+    x, t, s = _mish_parts(x)
+    return np.asarray(g, np.float64) * (t + _times(x, (1.0 - t * t) * s))
+
+
+def _mish_ref_second(x):
+    x, t, s = _mish_parts(x)
+    d = (1.0 - t * t) * s
+    return 2.0 * d + x * d * (1.0 - s - 2.0 * t * s)
+
+
+def _tf_mish(x):
+    """The composite users write: x * tanh(softplus(x))."""
+    return x * tf.tanh(tf.math.softplus(x))
+
+
+def _tf_mish_grad(g, v):
+    with tf.GradientTape() as tape:
+        tape.watch(v)
+        y = _tf_mish(v)
+    return tape.gradient(y, v, output_gradients=g)
+
+
 # ---------------------------------------------------------------------------
 # The table.
 # ---------------------------------------------------------------------------
@@ -232,6 +401,62 @@ SPECS: tuple[OpSpec, ...] = (
             (lambda g, v: tf.raw_ops.EluGrad(gradients=g, outputs=v)) if attrs["alpha"] == 1.0 else None
         ),
         builtin_atol_eps=2.0,
+    ),
+    OpSpec(
+        name="Gelu",
+        forward=tf_ops.gelu,
+        grad_op=tf_ops.gelu_grad,
+        grad_takes_outputs=False,
+        ref=_gelu_ref,
+        ref_grad=_gelu_ref_grad,
+        ref_second=_gelu_ref_second,
+        attr_variants=({"approximate": False}, {"approximate": True}),
+        ref_limits=lambda approximate=False: {math.inf: math.inf, -math.inf: -0.0},
+        builtin_forward=lambda attrs: (lambda x: tf.nn.gelu(x, approximate=attrs["approximate"])),
+        builtin_grad=lambda attrs: _tf_gelu_grad(attrs["approximate"]),
+        # TF's tanh form computes 1 + tanh(u), which cancels to 0 for x < -4 in
+        # float (ours stays accurate there), and its float64 gelu is only accurate
+        # to ~5e-8 (seen against the float64 reference).
+        builtin_atol_eps=32.0,
+        builtin_floor=1e-7,
+        # Phi(x) in the far left tail is ill-conditioned: an ulp in -x/sqrt(2) moves
+        # it by ~x^2 ulps (|x| <= 10 here), so allow that much float rounding.
+        compute_ulps=512.0,
+        grad_abs_ulps=64.0,
+    ),
+    OpSpec(
+        name="Swish",
+        forward=tf_ops.swish,
+        grad_op=tf_ops.swish_grad,
+        grad_takes_outputs=False,
+        ref=_swish_ref,
+        ref_grad=_swish_ref_grad,
+        ref_second=_swish_ref_second,
+        attr_variants=({"beta": 1.0}, {"beta": 0.5}, {"beta": 2.0}, {"beta": 0.0}, {"beta": -1.0}),
+        ref_limits=_swish_limits,
+        invalid_attrs=(({"beta": math.nan}, "beta"), ({"beta": math.inf}, "beta"), ({"beta": -math.inf}, "beta")),
+        builtin_forward=lambda attrs: (lambda x: tf.nn.silu(x, beta=attrs["beta"])),
+        builtin_grad=lambda attrs: _tf_silu_grad(attrs["beta"]),
+        builtin_atol_eps=4.0,
+        compute_ulps=64.0,
+        grad_abs_ulps=64.0,
+    ),
+    OpSpec(
+        name="Mish",
+        forward=tf_ops.mish,
+        grad_op=tf_ops.mish_grad,
+        grad_takes_outputs=False,
+        ref=_mish_ref,
+        ref_grad=_mish_ref_grad,
+        ref_second=_mish_ref_second,
+        attr_variants=({},),
+        ref_limits=lambda: {math.inf: math.inf, -math.inf: -0.0},
+        builtin_forward=lambda attrs: _tf_mish,
+        builtin_grad=lambda attrs: _tf_mish_grad,
+        builtin_atol_eps=4.0,
+        builtin_ulps=64.0,  # TF's composite gradient loses ~30 ulps (seen, float32 and float64)
+        compute_ulps=32.0,
+        grad_abs_ulps=64.0,
     ),
 )
 

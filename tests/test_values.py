@@ -56,7 +56,7 @@ def test_matches_reference(spec, attrs, dtype, mode):
         dx = grad(tf.constant(g), tf.constant(v))
         assert dx.dtype == dtype, what
         assert tuple(dx.shape) == shape, what
-        assert_close(dx, spec.ref_grad(as_f64(g), as_f64(v), **ra), tol, "grad " + what)
+        assert_close(dx, spec.ref_grad(as_f64(g), as_f64(v), **ra), spec.grad_tolerance(dtype, g), "grad " + what)
 
 
 def _builtin_params():
@@ -71,7 +71,7 @@ def _builtin_params():
 @pytest.mark.parametrize("dtype", dtype_params())
 @pytest.mark.parametrize("spec,attrs", _builtin_params())
 def test_matches_tf_builtin(spec, attrs, dtype):
-    tol = builtin_tolerance(dtype, spec.builtin_atol_eps)
+    tol = builtin_tolerance(dtype, spec.builtin_atol_eps, spec.builtin_ulps, spec.builtin_floor)
     x, g, v = _inputs(spec, attrs, (1001,), dtype, seed=7)
     what = f"{spec.op_type}{attrs} {DTYPE_IDS[dtype]} vs TF"
     if (builtin := spec.builtin_forward(attrs)) is not None:
@@ -118,13 +118,13 @@ def test_special_values(spec, attrs, dtype, mode):
     v = to_dtype(SPECIALS, dtype)
     g = to_dtype(np.full(SPECIALS.shape, 1.5), dtype)
     dx = grad(tf.constant(g), tf.constant(v))
-    assert_close(dx, spec.ref_grad(as_f64(g), as_f64(v), **ra), tol, f"grad {what} at v={SPECIALS}")
+    assert_close(dx, spec.ref_grad(as_f64(g), as_f64(v), **ra), spec.grad_tolerance(dtype, g), f"grad {what} at v={SPECIALS}")
     # Special gradient, ordinary v.
     gs = to_dtype(np.array([math.nan, math.nan, math.inf, -math.inf, 0.0, -0.0]), dtype)
     vs = to_dtype(spec.grad_input(np.array([0.5, -0.5, 0.5, 0.25, 0.5, -0.5]), attrs), dtype)
     dx = grad(tf.constant(gs), tf.constant(vs))
     assert np.isnan(as_f64(dx)[:2]).all(), f"grad {what}: NaN gradient must give NaN, got {as_f64(dx)}"
-    assert_close(dx, spec.ref_grad(as_f64(gs), as_f64(vs), **ra), tol, f"grad {what} at g={as_f64(gs)}")
+    assert_close(dx, spec.ref_grad(as_f64(gs), as_f64(vs), **ra), spec.grad_tolerance(dtype, gs), f"grad {what} at g={as_f64(gs)}")
 
 
 @pytest.mark.parametrize("spec", spec_params())

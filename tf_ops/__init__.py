@@ -12,16 +12,33 @@ Example:
 """
 
 from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
-from tf_ops.python.activations import elu, elu_grad, leaky_relu, leaky_relu_grad
+from tf_ops.python.activations import (
+    elu,
+    elu_grad,
+    gelu,
+    gelu_grad,
+    leaky_relu,
+    leaky_relu_grad,
+    mish,
+    mish_grad,
+    swish,
+    swish_grad,
+)
 from tf_ops.python.library import library_path, load_library
 
 __all__ = [
     "elu",
     "elu_grad",
+    "gelu",
+    "gelu_grad",
     "leaky_relu",
     "leaky_relu_grad",
     "library_path",
     "load_library",
+    "mish",
+    "mish_grad",
+    "swish",
+    "swish_grad",
 ]
 
 __version__ = "0.1.0"

@@ -211,6 +211,14 @@ std::vector<Elu> Variants(Elu) {
   return v;
 }
 
+std::vector<Gelu> Variants(Gelu) { return {Gelu{false}, Gelu{true}}; }
+std::vector<Swish> Variants(Swish) {
+  std::vector<Swish> v;
+  for (float b : {1.0f, 0.5f, 2.0f, 0.0f, -1.0f}) v.push_back(Swish{b});
+  return v;
+}
+std::vector<Mish> Variants(Mish) { return {Mish{}}; }
+
 template <typename Op>
 void CheckAllVariants(Tally* t) {
   for (const Op& op : Variants(Op{})) {

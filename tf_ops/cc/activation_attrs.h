@@ -46,6 +46,22 @@ absl::Status ReadAttrs(Ctx* ctx, Elu* op) {
   return absl::OkStatus();
 }
 
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx* ctx, Gelu* op) {
+  return ctx->GetAttr("approximate", &op->approximate);
+}
+
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx* ctx, Swish* op) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("beta", &op->beta));
+  return RequireFinite(Swish::kName, "beta", op->beta);
+}
+
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx*, Mish*) {
+  return absl::OkStatus();
+}
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_ACTIVATION_ATTRS_H_

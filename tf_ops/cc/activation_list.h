@@ -8,6 +8,9 @@
 
 #define TF_OPS_FOR_EACH_ACTIVATION(X) \
   X(LeakyRelu)                        \
-  X(Elu)
+  X(Elu)                              \
+  X(Gelu)                             \
+  X(Swish)                            \
+  X(Mish)
 
 #endif  // TF_OPS_CC_ACTIVATION_LIST_H_

@@ -50,6 +50,56 @@ REGISTER_OP("TfOps>EluGrad")
     .Doc("backprops = gradients if outputs > 0 else gradients * (outputs + alpha), "
          "from the outputs of TfOps>Elu (alpha = 1 is CANN's EluGrad).");
 
+REGISTER_OP("TfOps>Gelu")
+    .Input("features: T")
+    .Output("activations: T")
+    .Attr("approximate: bool = false")
+    .Attr(TF_OPS_ACTIVATION_DTYPES)
+    .SetShapeFn(ActivationShape<Gelu>)
+    .Doc("activations = features * Phi(features) (exact), or the tanh form "
+         "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) when approximate.");
+
+REGISTER_OP("TfOps>GeluGrad")
+    .Input("gradients: T")
+    .Input("features: T")
+    .Output("backprops: T")
+    .Attr("approximate: bool = false")
+    .Attr(TF_OPS_ACTIVATION_DTYPES)
+    .SetShapeFn(ActivationGradShape<Gelu>)
+    .Doc("backprops = gradients * gelu'(features).");
+
+REGISTER_OP("TfOps>Swish")
+    .Input("features: T")
+    .Output("activations: T")
+    .Attr("beta: float = 1.0")
+    .Attr(TF_OPS_ACTIVATION_DTYPES)
+    .SetShapeFn(ActivationShape<Swish>)
+    .Doc("activations = features * sigmoid(beta * features); beta = 1 is SiLU.");
+
+REGISTER_OP("TfOps>SwishGrad")
+    .Input("gradients: T")
+    .Input("features: T")
+    .Output("backprops: T")
+    .Attr("beta: float = 1.0")
+    .Attr(TF_OPS_ACTIVATION_DTYPES)
+    .SetShapeFn(ActivationGradShape<Swish>)
+    .Doc("backprops = gradients * swish'(features).");
+
+REGISTER_OP("TfOps>Mish")
+    .Input("features: T")
+    .Output("activations: T")
+    .Attr(TF_OPS_ACTIVATION_DTYPES)
+    .SetShapeFn(ActivationShape<Mish>)
+    .Doc("activations = features * tanh(softplus(features)).");
+
+REGISTER_OP("TfOps>MishGrad")
+    .Input("gradients: T")
+    .Input("features: T")
+    .Output("backprops: T")
+    .Attr(TF_OPS_ACTIVATION_DTYPES)
+    .SetShapeFn(ActivationGradShape<Mish>)
+    .Doc("backprops = gradients * mish'(features).");
+
 #undef TF_OPS_ACTIVATION_DTYPES
 
 }  // namespace tf_ops

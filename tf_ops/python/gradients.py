@@ -58,3 +58,82 @@ def _elu_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Ten
     alpha = op.get_attr("alpha")
     d_outputs = tf.where(outputs > 0, tf.zeros_like(grad), grad * gradients)
     return activations.elu_grad(grad, outputs, alpha=alpha), d_outputs
+
+
+# Second derivatives f''(x), composed from TF ops: used for d(grad op)/dx, and
+# themselves differentiable by TF, so any order works.
+_SQRT_2_OVER_PI = 0.7978845608028654
+_INV_SQRT_2PI = 0.3989422804014327
+_TANH_COEFF = 0.044715
+
+
+def _gelu_second_derivative(x: tf.Tensor, approximate: bool) -> tf.Tensor:
+    if not approximate:
+        # phi(x) (2 - x^2)
+        return _INV_SQRT_2PI * tf.exp(-0.5 * x * x) * (2.0 - x * x)
+    # f = x s(z), z = 2 sqrt(2/pi) (x + a x^3): f'' = s (1-s) (2 z' + x (1-2s) z'^2 + x z'').
+    z = 2.0 * _SQRT_2_OVER_PI * (x + _TANH_COEFF * x * x * x)
+    dz = 2.0 * _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_COEFF * x * x)
+    d2z = 12.0 * _SQRT_2_OVER_PI * _TANH_COEFF * x
+    s, sm = tf.sigmoid(z), tf.sigmoid(-z)  # sm = 1 - s without cancellation
+    return s * sm * (2.0 * dz + x * (sm - s) * dz * dz + x * d2z)
+
+
+def _swish_second_derivative(x: tf.Tensor, beta: float) -> tf.Tensor:
+    # beta s (1-s) (2 + z (1 - 2s)), z = beta x.
+    z = beta * x
+    s, sm = tf.sigmoid(z), tf.sigmoid(-z)  # sm = 1 - s without cancellation
+    return beta * s * sm * (2.0 + z * (sm - s))
+
+
+def _mish_second_derivative(x: tf.Tensor) -> tf.Tensor:
+    # With t = tanh(softplus x), s = sigmoid x, D = (1 - t^2) s:
+    # f'' = 2 D + x (1 - t^2) s (1 - s - 2 t s).
+    t = tf.tanh(tf.math.softplus(x))
+    s = tf.sigmoid(x)
+    d = (1.0 - t * t) * s
+    return 2.0 * d + x * d * (1.0 - s - 2.0 * t * s)
+
+
+@_register_gradient("TfOps>Gelu")
+def _gelu_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
+    return activations.gelu_grad(grad, op.inputs[0], approximate=op.get_attr("approximate"))
+
+
+@_register_gradient("TfOps>GeluGrad")
+def _gelu_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    gradients, features = op.inputs
+    approximate = op.get_attr("approximate")
+    return (
+        activations.gelu_grad(grad, features, approximate=approximate),
+        grad * gradients * _gelu_second_derivative(features, approximate),
+    )
+
+
+@_register_gradient("TfOps>Swish")
+def _swish_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
+    return activations.swish_grad(grad, op.inputs[0], beta=op.get_attr("beta"))
+
+
+@_register_gradient("TfOps>SwishGrad")
+def _swish_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    gradients, features = op.inputs
+    beta = op.get_attr("beta")
+    return (
+        activations.swish_grad(grad, features, beta=beta),
+        grad * gradients * _swish_second_derivative(features, beta),
+    )
+
+
+@_register_gradient("TfOps>Mish")
+def _mish_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
+    return activations.mish_grad(grad, op.inputs[0])
+
+
+@_register_gradient("TfOps>MishGrad")
+def _mish_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    gradients, features = op.inputs
+    return (
+        activations.mish_grad(grad, features),
+        grad * gradients * _mish_second_derivative(features),
+    )
