@@ -325,7 +325,8 @@ def _tf_silu_grad(beta):
 
 def _mish_parts(x):
     x = np.asarray(x, np.float64)
-    t = np.tanh(np.logaddexp(0.0, x))  # tanh(softplus x), softplus without overflow
+    with np.errstate(invalid="ignore"):  # NaN inputs stay NaN
+        t = np.tanh(np.logaddexp(0.0, x))  # tanh(softplus x), softplus without overflow
     return x, t, _sigmoid(x)
 
 

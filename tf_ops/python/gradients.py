@@ -95,45 +95,33 @@ def _mish_second_derivative(x: tf.Tensor) -> tf.Tensor:
     return 2.0 * d + x * d * (1.0 - s - 2.0 * t * s)
 
 
-@_register_gradient("TfOps>Gelu")
-def _gelu_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-    return activations.gelu_grad(grad, op.inputs[0], approximate=op.get_attr("approximate"))
+def _register_features_activation(
+    name: str,
+    grad_op: Callable[..., tf.Tensor],
+    second_derivative: Callable[..., tf.Tensor],
+    attrs: tuple[str, ...] = (),
+) -> None:
+    """Registers the gradients of ``TfOps>{name}`` and ``TfOps>{name}Grad`` for an
+    activation whose grad op takes the features: G(g, x) = g * f'(x), so
+    dG/dg = G(u, x) and dG/dx = u * g * f''(x)."""
+
+    def attr_values(op: tf.Operation) -> dict:
+        return {attr: op.get_attr(attr) for attr in attrs}
+
+    @_register_gradient(f"TfOps>{name}")
+    def _forward_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
+        return grad_op(grad, op.inputs[0], **attr_values(op))
+
+    @_register_gradient(f"TfOps>{name}Grad")
+    def _grad_op_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        gradients, features = op.inputs
+        values = attr_values(op)
+        return (
+            grad_op(grad, features, **values),
+            grad * gradients * second_derivative(features, **values),
+        )
 
 
-@_register_gradient("TfOps>GeluGrad")
-def _gelu_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    gradients, features = op.inputs
-    approximate = op.get_attr("approximate")
-    return (
-        activations.gelu_grad(grad, features, approximate=approximate),
-        grad * gradients * _gelu_second_derivative(features, approximate),
-    )
-
-
-@_register_gradient("TfOps>Swish")
-def _swish_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-    return activations.swish_grad(grad, op.inputs[0], beta=op.get_attr("beta"))
-
-
-@_register_gradient("TfOps>SwishGrad")
-def _swish_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    gradients, features = op.inputs
-    beta = op.get_attr("beta")
-    return (
-        activations.swish_grad(grad, features, beta=beta),
-        grad * gradients * _swish_second_derivative(features, beta),
-    )
-
-
-@_register_gradient("TfOps>Mish")
-def _mish_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-    return activations.mish_grad(grad, op.inputs[0])
-
-
-@_register_gradient("TfOps>MishGrad")
-def _mish_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    gradients, features = op.inputs
-    return (
-        activations.mish_grad(grad, features),
-        grad * gradients * _mish_second_derivative(features),
-    )
+_register_features_activation("Gelu", activations.gelu_grad, _gelu_second_derivative, ("approximate",))
+_register_features_activation("Swish", activations.swish_grad, _swish_second_derivative, ("beta",))
+_register_features_activation("Mish", activations.mish_grad, _mish_second_derivative)
