@@ -40,25 +40,25 @@ template <typename T>
 struct DtypeInfo;
 template <>
 struct DtypeInfo<__half> {
-  static constexpr GpuDtype kDtype = GpuDtype::kHalf;
+  static constexpr Dtype kDtype = Dtype::kHalf;
   static constexpr const char* kName = "half";
   static constexpr double kRtol = 2e-3;  // 2 ulp of binary16
 };
 template <>
 struct DtypeInfo<__nv_bfloat16> {
-  static constexpr GpuDtype kDtype = GpuDtype::kBFloat16;
+  static constexpr Dtype kDtype = Dtype::kBFloat16;
   static constexpr const char* kName = "bfloat16";
   static constexpr double kRtol = 1.6e-2;  // 2 ulp of bfloat16
 };
 template <>
 struct DtypeInfo<float> {
-  static constexpr GpuDtype kDtype = GpuDtype::kFloat;
+  static constexpr Dtype kDtype = Dtype::kFloat;
   static constexpr const char* kName = "float";
   static constexpr double kRtol = 4e-6;  // device vs host libm, a few ulp
 };
 template <>
 struct DtypeInfo<double> {
-  static constexpr GpuDtype kDtype = GpuDtype::kDouble;
+  static constexpr Dtype kDtype = Dtype::kDouble;
   static constexpr const char* kName = "double";
   static constexpr double kRtol = 1e-14;
 };
@@ -135,16 +135,16 @@ bool Compare(const char* what, const std::vector<T>& got,
 // One activation, one dtype, one size: forward, forward in place, backward.
 template <typename Op, typename T>
 void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
-  const GpuDtype dtype = DtypeInfo<T>::kDtype;
+  const Dtype dtype = DtypeInfo<T>::kDtype;
   const std::string name = label + " " + DtypeInfo<T>::kName + " n=" +
                            std::to_string(n);
   std::vector<T> x = MakeInput<T>(n, 1234u + static_cast<uint32_t>(n));
   std::vector<T> g = MakeInput<T>(n, 99u + static_cast<uint32_t>(n));
   // Elu's grad op takes the outputs; the others take the features.
   std::vector<T> y_cpu(n), v(n), dx_cpu(n);
-  ForwardRange(op, x.data(), y_cpu.data(), 0, n);
+  CpuForward(op, dtype, x.data(), y_cpu.data(), 0, n);
   v = Op::kGradTakesOutputs ? y_cpu : x;
-  BackwardRange(op, g.data(), v.data(), dx_cpu.data(), 0, n);
+  CpuBackward(op, dtype, g.data(), v.data(), dx_cpu.data(), 0, n);
 
   T* d_x = ToDevice(x);
   T* d_g = ToDevice(g);
@@ -191,7 +191,7 @@ void CheckOp(const Op& op, const std::string& label, Tally* t) {
     CheckCase<Op, double>(op, label, n, t);
   }
   // An empty tensor launches nothing and reports no error.
-  if (LaunchForward(op, GpuDtype::kFloat, nullptr, nullptr, 0, nullptr) !=
+  if (LaunchForward(op, Dtype::kFloat, nullptr, nullptr, 0, nullptr) !=
       nullptr) {
     std::printf("FAIL %s: empty launch reported an error\n", label.c_str());
     ++t->failures;

@@ -1,77 +1,35 @@
 // The CPU engine: applies an activation functor (activation_math.h) over a
-// contiguous index range. TF-free on purpose: the TensorFlow kernel decides how
-// to split the work over the thread pool (elementwise_kernel.h) and calls these
-// loops once per shard; a plain C++ test program can call them directly.
+// contiguous index range of a flat buffer. TF-free on purpose: the TensorFlow
+// kernel decides how to split the work over the thread pool
+// (elementwise_kernel.h) and calls these once per shard; a plain C++ test
+// program can call them directly.
+//
+// Buffers are passed untyped with their Dtype (dtype.h), as to the CUDA engine.
+// Half and bfloat16 are computed in float and rounded once, double in double.
+// The loops are compiled for several instruction sets and the widest the CPU
+// has is used (cpu_isa.h). Instantiated in elementwise_cpu.cc for every
+// activation in activation_list.h.
 
 #ifndef TF_OPS_CC_ELEMENTWISE_CPU_H_
 #define TF_OPS_CC_ELEMENTWISE_CPU_H_
 
 #include <cstdint>
-#include <type_traits>
+
+#include "tf_ops/cc/cpu_isa.h"
+#include "tf_ops/cc/dtype.h"
 
 namespace tf_ops {
 
-// Precision the math runs in for a storage type: double stays double; half,
-// bfloat16 and float compute in float and are rounded once when stored.
-template <typename T>
-using ComputeType =
-    std::conditional_t<std::is_same<T, double>::value, double, float>;
-
-namespace internal {
-
-// The loops proper, for an op whose formula is fixed.
-template <typename Op, typename T>
-void ForwardLoop(Op op, const T* x, T* y, int64_t begin, int64_t end) {
-  using C = ComputeType<T>;
-  for (int64_t i = begin; i < end; ++i) {
-    y[i] = static_cast<T>(op.Forward(static_cast<C>(x[i])));
-  }
-}
-
-template <typename Op, typename T>
-void BackwardLoop(Op op, const T* g, const T* v, T* dx, int64_t begin,
-                  int64_t end) {
-  using C = ComputeType<T>;
-  for (int64_t i = begin; i < end; ++i) {
-    dx[i] = static_cast<T>(
-        op.Backward(static_cast<C>(g[i]), static_cast<C>(v[i])));
-  }
-}
-
-// An op whose attribute switches between formulas (Gelu's `approximate`)
-// defines Specialize(fn), calling fn with the chosen formula as its own type,
-// so that each loop holds one formula and vectorises. Other ops run as they are.
-template <typename Op, typename Fn>
-auto WithFixedFormula(const Op& op, Fn&& fn, int)
-    -> decltype(op.Specialize(fn), void()) {
-  op.Specialize(fn);
-}
-template <typename Op, typename Fn>
-void WithFixedFormula(const Op& op, Fn&& fn, long) {
-  fn(op);
-}
-
-}  // namespace internal
-
 // y[i] = f(x[i]) for i in [begin, end). x and y may be the same buffer.
-template <typename Op, typename T>
-void ForwardRange(const Op& op, const T* x, T* y, int64_t begin,
-                  int64_t end) {
-  internal::WithFixedFormula(
-      op, [&](auto fixed) { internal::ForwardLoop(fixed, x, y, begin, end); },
-      0);
-}
+template <typename Op>
+void CpuForward(const Op& op, Dtype dtype, const void* x, void* y,
+                int64_t begin, int64_t end);
 
 // dx[i] = g[i] * f'(v[i]) for i in [begin, end), v being the grad op's second
-// input (features or outputs). dx may alias g or v.
-template <typename Op, typename T>
-void BackwardRange(const Op& op, const T* g, const T* v, T* dx, int64_t begin,
-                   int64_t end) {
-  internal::WithFixedFormula(
-      op,
-      [&](auto fixed) { internal::BackwardLoop(fixed, g, v, dx, begin, end); },
-      0);
-}
+// input (features or outputs). dx may be the same buffer as g or v.
+template <typename Op>
+void CpuBackward(const Op& op, Dtype dtype, const void* g, const void* v,
+                 void* dx, int64_t begin, int64_t end);
 
 }  // namespace tf_ops
 

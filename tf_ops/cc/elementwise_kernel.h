@@ -16,6 +16,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/platform/threadpool.h"
 #include "tf_ops/cc/activation_attrs.h"
+#include "tf_ops/cc/dtype.h"
 #include "tf_ops/cc/elementwise_cpu.h"
 
 #if TF_OPS_WITH_CUDA
@@ -29,6 +30,18 @@ namespace tf_ops {
 // Device tags for the kernel templates.
 struct CpuDevice {};
 struct GpuDevice {};
+
+// The engines' name for each TensorFlow dtype (same bit layouts).
+template <typename T>
+constexpr Dtype DtypeOf();
+template <>
+constexpr Dtype DtypeOf<Eigen::half>() { return Dtype::kHalf; }
+template <>
+constexpr Dtype DtypeOf<Eigen::bfloat16>() { return Dtype::kBFloat16; }
+template <>
+constexpr Dtype DtypeOf<float>() { return Dtype::kFloat; }
+template <>
+constexpr Dtype DtypeOf<double>() { return Dtype::kDouble; }
 
 template <typename Device>
 struct Executor;
@@ -48,7 +61,7 @@ struct Executor<CpuDevice> {
                               const T* x, T* y, int64_t n) {
     ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
         n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
-          ForwardRange(op, x, y, begin, end);
+          CpuForward(op, DtypeOf<T>(), x, y, begin, end);
         });
     return absl::OkStatus();
   }
@@ -58,37 +71,26 @@ struct Executor<CpuDevice> {
                                const T* g, const T* v, T* dx, int64_t n) {
     ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
         n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
-          BackwardRange(op, g, v, dx, begin, end);
+          CpuBackward(op, DtypeOf<T>(), g, v, dx, begin, end);
         });
     return absl::OkStatus();
   }
 };
 
 #if TF_OPS_WITH_CUDA
-template <typename T>
-constexpr GpuDtype GpuDtypeOf();
-template <>
-constexpr GpuDtype GpuDtypeOf<Eigen::half>() { return GpuDtype::kHalf; }
-template <>
-constexpr GpuDtype GpuDtypeOf<Eigen::bfloat16>() { return GpuDtype::kBFloat16; }
-template <>
-constexpr GpuDtype GpuDtypeOf<float>() { return GpuDtype::kFloat; }
-template <>
-constexpr GpuDtype GpuDtypeOf<double>() { return GpuDtype::kDouble; }
-
 template <>
 struct Executor<GpuDevice> {
   template <typename Op, typename T>
   static absl::Status Forward(tensorflow::OpKernelContext* ctx, const Op& op,
                               const T* x, T* y, int64_t n) {
-    return Check<Op>(LaunchForward(op, GpuDtypeOf<T>(), x, y, n, Stream(ctx)));
+    return Check<Op>(LaunchForward(op, DtypeOf<T>(), x, y, n, Stream(ctx)));
   }
 
   template <typename Op, typename T>
   static absl::Status Backward(tensorflow::OpKernelContext* ctx, const Op& op,
                                const T* g, const T* v, T* dx, int64_t n) {
     return Check<Op>(
-        LaunchBackward(op, GpuDtypeOf<T>(), g, v, dx, n, Stream(ctx)));
+        LaunchBackward(op, DtypeOf<T>(), g, v, dx, n, Stream(ctx)));
   }
 
  private:

@@ -13,7 +13,7 @@
 
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_math.h"
-#include "tf_ops/cc/elementwise_cpu.h"  // ComputeType
+#include "tf_ops/cc/dtype.h"
 #include "tf_ops/cu/elementwise_gpu.h"
 
 namespace tf_ops {
@@ -60,15 +60,15 @@ const char* LastError() {
 // Calls fn with a null pointer of the CUDA storage type for dtype, so one
 // generic lambda serves all four dtypes.
 template <typename Fn>
-const char* DispatchDtype(GpuDtype dtype, Fn fn) {
+const char* DispatchDtype(Dtype dtype, Fn fn) {
   switch (dtype) {
-    case GpuDtype::kHalf:
+    case Dtype::kHalf:
       return fn(static_cast<__half*>(nullptr));
-    case GpuDtype::kBFloat16:
+    case Dtype::kBFloat16:
       return fn(static_cast<__nv_bfloat16*>(nullptr));
-    case GpuDtype::kFloat:
+    case Dtype::kFloat:
       return fn(static_cast<float*>(nullptr));
-    case GpuDtype::kDouble:
+    case Dtype::kDouble:
       return fn(static_cast<double*>(nullptr));
   }
   return "tf_ops: unknown GPU dtype";
@@ -77,7 +77,7 @@ const char* DispatchDtype(GpuDtype dtype, Fn fn) {
 }  // namespace
 
 template <typename Op>
-const char* LaunchForward(const Op& op, GpuDtype dtype, const void* x,
+const char* LaunchForward(const Op& op, Dtype dtype, const void* x,
                           void* y, int64_t n, void* stream) {
   if (n <= 0) return nullptr;
   return DispatchDtype(dtype, [&](auto* tag) -> const char* {
@@ -91,7 +91,7 @@ const char* LaunchForward(const Op& op, GpuDtype dtype, const void* x,
 }
 
 template <typename Op>
-const char* LaunchBackward(const Op& op, GpuDtype dtype, const void* g,
+const char* LaunchBackward(const Op& op, Dtype dtype, const void* g,
                            const void* v, void* dx, int64_t n, void* stream) {
   if (n <= 0) return nullptr;
   return DispatchDtype(dtype, [&](auto* tag) -> const char* {
@@ -106,10 +106,10 @@ const char* LaunchBackward(const Op& op, GpuDtype dtype, const void* g,
 }
 
 #define TF_OPS_INSTANTIATE_GPU(Name)                                       \
-  template const char* LaunchForward<Name>(const Name&, GpuDtype,          \
+  template const char* LaunchForward<Name>(const Name&, Dtype,          \
                                            const void*, void*, int64_t,    \
                                            void*);                         \
-  template const char* LaunchBackward<Name>(const Name&, GpuDtype,         \
+  template const char* LaunchBackward<Name>(const Name&, Dtype,         \
                                             const void*, const void*,      \
                                             void*, int64_t, void*);
 TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_INSTANTIATE_GPU)

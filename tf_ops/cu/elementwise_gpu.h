@@ -11,21 +11,18 @@
 
 #include <cstdint>
 
-namespace tf_ops {
+#include "tf_ops/cc/dtype.h"
 
-// Storage types the GPU kernels take. Half and bfloat16 buffers hold IEEE
-// binary16 and bfloat16 bits, the layout of Eigen::half / __half and
-// Eigen::bfloat16 / __nv_bfloat16 alike.
-enum class GpuDtype { kHalf, kBFloat16, kFloat, kDouble };
+namespace tf_ops {
 
 // y[i] = f(x[i]) for i in [0, n). x and y may be the same buffer.
 template <typename Op>
-const char* LaunchForward(const Op& op, GpuDtype dtype, const void* x,
+const char* LaunchForward(const Op& op, Dtype dtype, const void* x,
                           void* y, int64_t n, void* stream);
 
 // dx[i] = g[i] * f'(v[i]) for i in [0, n). dx may alias g or v.
 template <typename Op>
-const char* LaunchBackward(const Op& op, GpuDtype dtype, const void* g,
+const char* LaunchBackward(const Op& op, Dtype dtype, const void* g,
                            const void* v, void* dx, int64_t n, void* stream);
 
 }  // namespace tf_ops

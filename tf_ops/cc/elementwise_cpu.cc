@@ -1,0 +1,191 @@
+// The CPU engine's loops, compiled once per instruction set (cpu_isa.h).
+//
+// Each loop reads a storage value, computes in float or double, and stores the
+// result rounded once. It is a plain loop with no calls and no branches in the
+// math (activation_math.h and fast_math.h use selects), which GCC vectorises;
+// the 16-bit conversions are branch-free bit arithmetic (narrow_float.h) and
+// vectorise in the same loop. Each instruction-set variant is a function with
+// GCC's `target` attribute and `flatten`, so that everything it calls is
+// inlined and compiled for that target, while the rest of the library stays
+// at the baseline and runs on any CPU TensorFlow runs on.
+
+#include "tf_ops/cc/elementwise_cpu.h"
+
+#include <cstdint>
+
+#include "tf_ops/cc/activation_list.h"
+#include "tf_ops/cc/activation_math.h"
+#include "tf_ops/cc/narrow_float.h"
+
+namespace tf_ops {
+namespace {
+
+// How each storage type is read into the compute type and written back.
+struct FloatStorage {
+  using Stored = float;
+  static float Load(float v) { return v; }
+  static float Store(float v) { return v; }
+};
+struct DoubleStorage {
+  using Stored = double;
+  static double Load(double v) { return v; }
+  static double Store(double v) { return v; }
+};
+struct HalfStorage {
+  using Stored = uint16_t;
+  static float Load(uint16_t v) { return narrow_float::HalfToFloat(v); }
+  static uint16_t Store(float v) { return narrow_float::FloatToHalf(v); }
+};
+struct BFloat16Storage {
+  using Stored = uint16_t;
+  static float Load(uint16_t v) { return narrow_float::BFloat16ToFloat(v); }
+  static uint16_t Store(float v) { return narrow_float::FloatToBFloat16(v); }
+};
+
+template <typename Op, typename S>
+void ForwardLoop(Op op, const void* x_raw, void* y_raw, int64_t begin,
+                 int64_t end) {
+  using Stored = typename S::Stored;
+  const Stored* x = static_cast<const Stored*>(x_raw);
+  Stored* y = static_cast<Stored*>(y_raw);
+  for (int64_t i = begin; i < end; ++i) {
+    y[i] = S::Store(op.Forward(S::Load(x[i])));
+  }
+}
+
+template <typename Op, typename S>
+void BackwardLoop(Op op, const void* g_raw, const void* v_raw, void* dx_raw,
+                  int64_t begin, int64_t end) {
+  using Stored = typename S::Stored;
+  const Stored* g = static_cast<const Stored*>(g_raw);
+  const Stored* v = static_cast<const Stored*>(v_raw);
+  Stored* dx = static_cast<Stored*>(dx_raw);
+  for (int64_t i = begin; i < end; ++i) {
+    dx[i] = S::Store(op.Backward(S::Load(g[i]), S::Load(v[i])));
+  }
+}
+
+// An op whose attribute switches between formulas (Gelu's `approximate`)
+// defines Specialize(fn), calling fn with the chosen formula as its own type,
+// so that each loop holds one formula and vectorises. Other ops run as they are.
+template <typename Op, typename Fn>
+auto WithFixedFormula(const Op& op, Fn&& fn, int)
+    -> decltype(op.Specialize(fn), void()) {
+  op.Specialize(fn);
+}
+template <typename Op, typename Fn>
+void WithFixedFormula(const Op& op, Fn&& fn, long) {
+  fn(op);
+}
+
+// Calls fn with the storage policy of dtype.
+template <typename Fn>
+void WithStorage(Dtype dtype, Fn&& fn) {
+  switch (dtype) {
+    case Dtype::kHalf:
+      return fn(HalfStorage());
+    case Dtype::kBFloat16:
+      return fn(BFloat16Storage());
+    case Dtype::kFloat:
+      return fn(FloatStorage());
+    case Dtype::kDouble:
+      return fn(DoubleStorage());
+  }
+}
+
+template <typename Op>
+void Forward(const Op& op, Dtype dtype, const void* x, void* y, int64_t begin,
+             int64_t end) {
+  WithFixedFormula(
+      op,
+      [&](auto fixed) {
+        WithStorage(dtype, [&](auto storage) {
+          ForwardLoop<decltype(fixed), decltype(storage)>(fixed, x, y, begin,
+                                                          end);
+        });
+      },
+      0);
+}
+
+template <typename Op>
+void Backward(const Op& op, Dtype dtype, const void* g, const void* v,
+              void* dx, int64_t begin, int64_t end) {
+  WithFixedFormula(
+      op,
+      [&](auto fixed) {
+        WithStorage(dtype, [&](auto storage) {
+          BackwardLoop<decltype(fixed), decltype(storage)>(fixed, g, v, dx,
+                                                           begin, end);
+        });
+      },
+      0);
+}
+
+// One copy of Forward/Backward per instruction set. `flatten` inlines all
+// they call, so the loops are compiled for the variant's target.
+#define TF_OPS_ISA_VARIANT(Suffix, TARGET)                                    \
+  template <typename Op>                                                      \
+  TARGET __attribute__((flatten, noinline)) void Forward##Suffix(             \
+      const Op& op, Dtype dtype, const void* x, void* y, int64_t begin,       \
+      int64_t end) {                                                          \
+    Forward(op, dtype, x, y, begin, end);                                     \
+  }                                                                           \
+  template <typename Op>                                                      \
+  TARGET __attribute__((flatten, noinline)) void Backward##Suffix(            \
+      const Op& op, Dtype dtype, const void* g, const void* v, void* dx,      \
+      int64_t begin, int64_t end) {                                           \
+    Backward(op, dtype, g, v, dx, begin, end);                                \
+  }
+
+TF_OPS_ISA_VARIANT(Baseline, )
+#if defined(__x86_64__)
+TF_OPS_ISA_VARIANT(Avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
+TF_OPS_ISA_VARIANT(Avx512,
+                   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,"
+                                         "avx2,fma,f16c,bmi2,"
+                                         "prefer-vector-width=512"))))
+#else
+#define ForwardAvx2 ForwardBaseline
+#define BackwardAvx2 BackwardBaseline
+#define ForwardAvx512 ForwardBaseline
+#define BackwardAvx512 BackwardBaseline
+#endif
+#undef TF_OPS_ISA_VARIANT
+
+}  // namespace
+
+template <typename Op>
+void CpuForward(const Op& op, Dtype dtype, const void* x, void* y,
+                int64_t begin, int64_t end) {
+  switch (ActiveCpuIsa()) {
+    case CpuIsa::kAvx512:
+      return ForwardAvx512(op, dtype, x, y, begin, end);
+    case CpuIsa::kAvx2:
+      return ForwardAvx2(op, dtype, x, y, begin, end);
+    case CpuIsa::kBaseline:
+      return ForwardBaseline(op, dtype, x, y, begin, end);
+  }
+}
+
+template <typename Op>
+void CpuBackward(const Op& op, Dtype dtype, const void* g, const void* v,
+                 void* dx, int64_t begin, int64_t end) {
+  switch (ActiveCpuIsa()) {
+    case CpuIsa::kAvx512:
+      return BackwardAvx512(op, dtype, g, v, dx, begin, end);
+    case CpuIsa::kAvx2:
+      return BackwardAvx2(op, dtype, g, v, dx, begin, end);
+    case CpuIsa::kBaseline:
+      return BackwardBaseline(op, dtype, g, v, dx, begin, end);
+  }
+}
+
+#define TF_OPS_INSTANTIATE_CPU(Name)                                          \
+  template void CpuForward<Name>(const Name&, Dtype, const void*, void*,      \
+                                 int64_t, int64_t);                           \
+  template void CpuBackward<Name>(const Name&, Dtype, const void*,            \
+                                  const void*, void*, int64_t, int64_t);
+TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_INSTANTIATE_CPU)
+#undef TF_OPS_INSTANTIATE_CPU
+
+}  // namespace tf_ops
