@@ -54,12 +54,13 @@ TF_OPS_HOST_DEVICE double Erfc(double x) { return ::erfc(x); }
 // x * w, except that an infinite x times a zero w gives a (signed) zero where
 // IEEE gives NaN. The activations below are products like x * Phi(x) whose
 // limit at x = -inf is 0; this makes them reach it. NaN still propagates.
-// Written as a select on the product being NaN, which vectorises.
+// Only selects and compares, so that loops calling it vectorise.
 template <typename T>
 TF_OPS_HOST_DEVICE T SafeMul(T x, T w) {
   const T product = x * w;
-  const bool inf_times_zero = product != product && x == x && w == w;
-  return inf_times_zero ? copysign(T(0), x) * w : product;
+  const T big = static_cast<T>(1e30);
+  const T finite_x = x > big ? big : (x < -big ? -big : x);  // NaN stays NaN
+  return product != product ? finite_x * w : product;
 }
 
 // The logistic function and its complement, both accurate in the tails:

@@ -13,6 +13,10 @@
 
 #include <cstdint>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_math.h"
 #include "tf_ops/cc/narrow_float.h"
@@ -152,11 +156,33 @@ TF_OPS_ISA_VARIANT(Avx512,
 #endif
 #undef TF_OPS_ISA_VARIANT
 
+// Flushes subnormal inputs and results to zero while a loop runs, and restores
+// the caller's mode after. TensorFlow's own thread pool threads run every
+// kernel this way; doing it here makes a result independent of which thread
+// computed it (eager calls run a shard on the caller's thread), and keeps
+// exp() of large negative arguments from taking the CPU's slow subnormal path
+// (it made GeluGrad 3x slower on inputs of a few standard deviations).
+class ScopedFlushDenormals {
+ public:
+#if defined(__x86_64__)
+  ScopedFlushDenormals() : saved_(_mm_getcsr()) {
+    _mm_setcsr(saved_ | kFlushToZero | kDenormalsAreZero);
+  }
+  ~ScopedFlushDenormals() { _mm_setcsr(saved_); }
+
+ private:
+  static constexpr unsigned kFlushToZero = 0x8000;
+  static constexpr unsigned kDenormalsAreZero = 0x0040;
+  unsigned saved_;
+#endif
+};
+
 }  // namespace
 
 template <typename Op>
 void CpuForward(const Op& op, Dtype dtype, const void* x, void* y,
                 int64_t begin, int64_t end) {
+  ScopedFlushDenormals flush;
   switch (ActiveCpuIsa()) {
     case CpuIsa::kAvx512:
       return ForwardAvx512(op, dtype, x, y, begin, end);
@@ -170,6 +196,7 @@ void CpuForward(const Op& op, Dtype dtype, const void* x, void* y,
 template <typename Op>
 void CpuBackward(const Op& op, Dtype dtype, const void* g, const void* v,
                  void* dx, int64_t begin, int64_t end) {
+  ScopedFlushDenormals flush;
   switch (ActiveCpuIsa()) {
     case CpuIsa::kAvx512:
       return BackwardAvx512(op, dtype, g, v, dx, begin, end);

@@ -1,0 +1,76 @@
+"""Interleaved timing: every candidate of one configuration is timed in turns.
+
+Absolute times on shared machines drift by tens of percent from run to run;
+timing all candidates in the same rounds (rotating their order) makes drift
+hit each alike, so the ratios between them are what to read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass
+class Timing:
+    """Per-call wall times of one candidate, in seconds."""
+
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def spread(self) -> float:
+        """Half the interquartile range, relative to the median."""
+        if len(self.samples) < 4:
+            return (max(self.samples) - min(self.samples)) / 2 / self.median
+        q1, _, q3 = statistics.quantiles(self.samples, n=4)
+        return (q3 - q1) / 2 / self.median
+
+
+def _wait(result) -> None:
+    """Blocks until the result is computed (GPU ops run asynchronously)."""
+    for t in tf.nest.flatten(result):
+        t.numpy()
+
+
+def time_interleaved(
+    candidates: dict[str, Callable[[], object]],
+    min_reps: int,
+    max_reps: int,
+    budget_s: float,
+) -> dict[str, Timing]:
+    """Times each zero-argument callable in rotating rounds after a warm-up.
+
+    The number of rounds is as many as fit in `budget_s` (judged from the
+    warm-up), within [min_reps, max_reps].
+
+    Example:
+      >>> t = time_interleaved({"a": lambda: tf.zeros([4])}, 3, 5, 0.1)
+      >>> sorted(t)
+      ['a']
+    """
+    names = list(candidates)
+    per_round = 0.0
+    for name in names:  # warm-up: traces, compiles, first allocations
+        _wait(candidates[name]())
+        start = time.perf_counter()
+        _wait(candidates[name]())
+        per_round += time.perf_counter() - start
+    reps = int(budget_s / max(per_round, 1e-9))
+    reps = max(min_reps, min(max_reps, reps))
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(reps):
+        order: Sequence[str] = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            fn = candidates[name]
+            start = time.perf_counter()
+            _wait(fn())
+            samples[name].append(time.perf_counter() - start)
+    return {name: Timing(s) for name, s in samples.items()}
