@@ -18,6 +18,7 @@
 #include "tf_ops/cc/activation_attrs.h"
 #include "tf_ops/cc/dtype.h"
 #include "tf_ops/cc/elementwise_cpu.h"
+#include "tf_ops/cc/huge_pages.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tensorflow/core/framework/device_base.h"
@@ -59,6 +60,7 @@ struct Executor<CpuDevice> {
   template <typename Op, typename T>
   static absl::Status Forward(tensorflow::OpKernelContext* ctx, const Op& op,
                               const T* x, T* y, int64_t n) {
+    if (y != x) AdviseHugePages(y, n * sizeof(T));
     ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
         n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
           CpuForward(op, DtypeOf<T>(), x, y, begin, end);
@@ -69,6 +71,7 @@ struct Executor<CpuDevice> {
   template <typename Op, typename T>
   static absl::Status Backward(tensorflow::OpKernelContext* ctx, const Op& op,
                                const T* g, const T* v, T* dx, int64_t n) {
+    if (dx != g && dx != v) AdviseHugePages(dx, n * sizeof(T));
     ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
         n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
           CpuBackward(op, DtypeOf<T>(), g, v, dx, begin, end);
