@@ -6,6 +6,7 @@
 // Build and run on a GPU machine (no TensorFlow needed):
 //   tools/gpu_selftest.sh
 // Exit status 0 when every case passes, 1 otherwise, 2 without a usable GPU.
+// `--bench [log2 n]` times the kernels instead (gpu_bench.cu).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -164,6 +166,17 @@ void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
   CUDA_CHECK(cudaDeviceSynchronize());
   ok = ok && err == nullptr &&
        Compare((name + " backward").c_str(), ToHost(d_out, n), dx_cpu);
+  // Buffers off the 16-byte grid take the one-element path: elements 1..n-1.
+  if (n > 1) {
+    err = LaunchBackward(op, dtype, d_g + 1, d_v + 1, d_out + 1, n - 1,
+                         nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> got = ToHost(d_out, n);
+    std::vector<T> want(dx_cpu.begin() + 1, dx_cpu.end());
+    ok = ok && err == nullptr &&
+         Compare((name + " backward unaligned").c_str(),
+                 std::vector<T>(got.begin() + 1, got.end()), want);
+  }
   err = LaunchBackward(op, dtype, d_g, d_v, d_g, n, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   ok = ok && err == nullptr &&
@@ -178,9 +191,10 @@ void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
   if (!ok) ++t->failures;
 }
 
-// Sizes around the block size and the grid-stride limit, odd ones included.
-const int64_t kSizes[] = {1, 3, 255, 256, 257, 4097, 1 << 20,
-                          8192 * 256 + 17};
+// Sizes around the pack width, the block size and the grid-stride limit, odd
+// ones included.
+const int64_t kSizes[] = {1, 3, 7, 8, 9, 255, 256, 257, 4097, 1 << 20,
+                          8192 * 256 * 8 + 17};
 
 template <typename Op>
 void CheckOp(const Op& op, const std::string& label, Tally* t) {
@@ -229,7 +243,12 @@ void CheckAllVariants(Tally* t) {
 }  // namespace
 }  // namespace tf_ops
 
-int main() {
+namespace tf_ops {
+int RunBenchmarks(int64_t n);  // gpu_bench.cu
+}
+
+int main(int argc, char** argv) {
+  const bool bench = argc > 1 && std::string(argv[1]) == "--bench";
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("no CUDA device: nothing tested\n");
@@ -238,6 +257,12 @@ int main() {
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+
+  if (bench) {
+    // --bench [log2 elements], default 2^28.
+    const int log2 = argc > 2 ? std::atoi(argv[2]) : 28;
+    return tf_ops::RunBenchmarks(int64_t{1} << log2);
+  }
 
   tf_ops::Tally tally;
 #define TF_OPS_CHECK(Name) tf_ops::CheckAllVariants<tf_ops::Name>(&tally);
