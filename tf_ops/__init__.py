@@ -24,9 +24,11 @@ from tf_ops.python.activations import (
     swish,
     swish_grad,
 )
+from tf_ops.python.cpu_info import active_cpu_isa
 from tf_ops.python.library import library_path, load_library
 
 __all__ = [
+    "active_cpu_isa",
     "elu",
     "elu_grad",
     "gelu",

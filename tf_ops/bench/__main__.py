@@ -42,6 +42,8 @@ def _split(text: str | None) -> tuple[str, ...] | None:
 def _machine(args: argparse.Namespace) -> dict:
     import tensorflow as tf
 
+    import tf_ops
+
     cpu = platform.processor()
     try:
         with open("/proc/cpuinfo") as f:
@@ -54,7 +56,7 @@ def _machine(args: argparse.Namespace) -> dict:
         "gpus": [d.name for d in tf.config.list_physical_devices("GPU")],
         "tensorflow": tf.__version__,
         "allocator": args.allocator,
-        "cpu_isa_override": os.environ.get("TF_OPS_CPU_ISA"),
+        "cpu_isa": tf_ops.active_cpu_isa(),
         "python": platform.python_version(),
     }
 
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     machine = _machine(args)
     print(f"# tf_ops.bench on {machine['cpu']} ({machine['cores']} cores), "
-          f"TF {machine['tensorflow']}, {args.allocator} allocator", file=sys.stderr)
+          f"TF {machine['tensorflow']}, {args.allocator} allocator, "
+          f"CPU kernels {machine['cpu_isa']}", file=sys.stderr)
     rows = list(run(config, progress=lambda line: print(line, file=sys.stderr, flush=True)))
     print(report.markdown(rows))
     if args.json:

@@ -68,3 +68,10 @@ const char* CpuIsaName(CpuIsa isa) {
 }
 
 }  // namespace tf_ops
+
+// For Python (tf_ops.active_cpu_isa, through ctypes): the one symbol the
+// library exports besides what TensorFlow looks up.
+extern "C" __attribute__((visibility("default"))) const char*
+TfOpsActiveCpuIsa() {
+  return tf_ops::CpuIsaName(tf_ops::ActiveCpuIsa());
+}
