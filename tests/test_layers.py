@@ -192,6 +192,7 @@ def all_layers_model(final_dtype: str | None = None) -> keras.Model:
     for name in LAYERS:
         h = keras.layers.Dense(16)(h)
         h = LAYERS[name][0]()(h)
+    h = keras.layers.Dense(16, activation=tf_ops.gelu)(h)  # a function as activation, too
     outputs = keras.layers.Dense(1, dtype=final_dtype)(h)
     return keras.Model(inputs, outputs)
 

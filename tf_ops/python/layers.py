@@ -124,8 +124,8 @@ class ELU(_FusedActivation):
     ambiguous). Unlike `keras.layers.ELU`, `alpha` is saved in the config.
 
     Example:
-      >>> tf_ops.layers.ELU(alpha=0.5)(np.array([-1.0, 2.0], "float32")).numpy()
-      array([-0.31606027,  2.        ], dtype=float32)
+      >>> tf_ops.layers.ELU(alpha=0.5)(np.array([-1.0, 2.0], "float32")).numpy().round(4)
+      array([-0.3161,  2.    ], dtype=float32)
     """
 
     def __init__(self, alpha: float = 1.0, **kwargs: Any) -> None:
@@ -146,8 +146,8 @@ class GELU(_FusedActivation):
     Same values as ``keras.activations.gelu(x, approximate)`` in one fused kernel.
 
     Example:
-      >>> tf_ops.layers.GELU()(np.array([-1.0, 1.0], "float32")).numpy()
-      array([-0.15865526,  0.8413447 ], dtype=float32)
+      >>> tf_ops.layers.GELU()(np.array([-1.0, 1.0], "float32")).numpy().round(4)
+      array([-0.1587,  0.8413], dtype=float32)
     """
 
     def __init__(self, approximate: bool = False, **kwargs: Any) -> None:
@@ -174,8 +174,8 @@ class Swish(_FusedActivation):
     (Keras's ``swish``). `beta` is a fixed, finite number.
 
     Example:
-      >>> tf_ops.layers.Swish(beta=2.0)(np.array([-1.0, 1.0], "float32")).numpy()
-      array([-0.11920292,  0.8807971 ], dtype=float32)
+      >>> tf_ops.layers.Swish(beta=2.0)(np.array([-1.0, 1.0], "float32")).numpy().round(4)
+      array([-0.1192,  0.8808], dtype=float32)
     """
 
     def __init__(self, beta: float = 1.0, **kwargs: Any) -> None:
@@ -194,8 +194,8 @@ class Mish(_FusedActivation):
     """Mish layer: ``x * tanh(softplus(x))`` (`tf_ops.mish`), as ``keras.activations.mish``.
 
     Example:
-      >>> tf_ops.layers.Mish()(np.array([-1.0, 1.0], "float32")).numpy()
-      array([-0.30340144,  0.86509836], dtype=float32)
+      >>> tf_ops.layers.Mish()(np.array([-1.0, 1.0], "float32")).numpy().round(4)
+      array([-0.3034,  0.8651], dtype=float32)
     """
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
