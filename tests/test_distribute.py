@@ -64,10 +64,11 @@ def test_multi_worker_mirrored_strategy_two_workers(tmp_path):
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     outputs = [tmp_path / f"worker{i}.npz" for i in range(2)]
     logs = [open(tmp_path / f"worker{i}.log", "w+") for i in range(2)]
+    configs = [json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}) for i in range(2)]
     workers = [
         subprocess.Popen(
             [sys.executable, str(SCRIPTS / "multi_worker_fit.py"), str(outputs[i])],
-            env=python_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})),
+            env=python_env(TF_CONFIG=configs[i]),
             cwd=REPO_ROOT,
             stdout=logs[i],
             stderr=subprocess.STDOUT,

@@ -114,7 +114,8 @@ def test_arguments_accept_numpy_numbers_and_keras_alias():
     # Keras 3's LeakyReLU still accepts Keras 2's `alpha=`; so does the drop-in.
     assert L.LeakyReLU(alpha=0.1).negative_slope == 0.1
     # Slopes outside [0, 1] mean what the formula says (a select, as tf.nn.leaky_relu).
-    np.testing.assert_array_equal(L.LeakyReLU(-2.0)(np.array([-1.0, 3.0], "float32")).numpy(), [2.0, 3.0])
+    x = np.array([-1.0, 3.0], "float32")
+    np.testing.assert_array_equal(L.LeakyReLU(-2.0)(x).numpy(), [2.0, 3.0])
 
 
 @pytest.mark.parametrize("slope", [0.0, 0.2, 0.3, 1.0])
