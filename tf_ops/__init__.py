@@ -11,6 +11,7 @@ Example:
   array([0.36787945, 1.        ], dtype=float32)
 """
 
+from tf_ops import layers  # Keras layers; registers the activations with Keras
 from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
 from tf_ops.python.activations import (
     elu,
@@ -33,6 +34,7 @@ __all__ = [
     "elu_grad",
     "gelu",
     "gelu_grad",
+    "layers",
     "leaky_relu",
     "leaky_relu_grad",
     "library_path",

@@ -1,0 +1,16 @@
+"""Keras 3 layers computing the fused tf_ops activations.
+
+Example:
+  >>> import keras, tf_ops
+  >>> model = keras.Sequential([
+  ...     keras.Input((4,)),
+  ...     keras.layers.Dense(8), tf_ops.layers.GELU(),
+  ...     keras.layers.Dense(8, activation=tf_ops.mish),
+  ...     keras.layers.Dense(1)])
+
+See `tf_ops.python.layers` for the details and choices.
+"""
+
+from tf_ops.python.layers import ELU, GELU, LeakyReLU, Mish, Swish
+
+__all__ = ["ELU", "GELU", "LeakyReLU", "Mish", "Swish"]
