@@ -2,6 +2,7 @@
 #   make build   .venv with the pinned TensorFlow + tools, then the op library
 #   make test    build, then the pytest suite
 #   make demo    build, then a short script using the ops from TF and Keras
+#   make bench   build, then the benchmark suite (BENCH_ARGS="--quick" for ~1 min)
 # TF_OPS_CUDA=AUTO|ON|OFF chooses the CUDA kernels (AUTO: when nvcc is found).
 
 PYTHON ?= python3
@@ -12,7 +13,7 @@ BUILD_DIR := build
 # The requirements file's checksum names the stamp, so editing it reinstalls.
 REQ_STAMP := $(VENV)/.installed-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
 
-.PHONY: venv build test demo gpu-selftest clean
+.PHONY: venv build test demo bench gpu-selftest clean
 
 venv: $(REQ_STAMP)
 
@@ -34,6 +35,9 @@ test: build
 
 demo: build
 	PYTHONPATH=$(CURDIR) $(PY) examples/demo.py
+
+bench: build
+	PYTHONPATH=$(CURDIR) $(PY) -m tf_ops.bench $(BENCH_ARGS)
 
 # On a GPU machine without TensorFlow: build and run the CUDA self-test.
 gpu-selftest:

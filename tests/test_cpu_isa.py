@@ -11,15 +11,15 @@ import subprocess
 import sys
 
 import pytest
+from subprocesses import REPO_ROOT, python_env
 
 import tf_ops
 
 ISAS = ("baseline", "avx2", "avx512")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _env(isa: str) -> dict:
-    return {**os.environ, "TF_OPS_CPU_ISA": isa, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return python_env(TF_OPS_CPU_ISA=isa)
 
 
 def test_native_is_the_widest_supported():
@@ -42,8 +42,8 @@ def test_values_with_narrower_instruction_set(isa):
     assert got == expected, f"TF_OPS_CPU_ISA={isa} gave {got}"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         os.path.join(ROOT, "tests", "test_values.py"), "-k", "reference or special"],
-        env=_env(isa), capture_output=True, text=True, cwd=ROOT, timeout=900,
+         str(REPO_ROOT / "tests" / "test_values.py"), "-k", "reference or special"],
+        env=_env(isa), capture_output=True, text=True, cwd=REPO_ROOT, timeout=900,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout

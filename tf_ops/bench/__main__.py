@@ -56,6 +56,7 @@ def _machine(args: argparse.Namespace) -> dict:
         "gpus": [d.name for d in tf.config.list_physical_devices("GPU")],
         "tensorflow": tf.__version__,
         "allocator": args.allocator,
+        "tf_cpu_allocator_use_bfc": os.environ.get(_BFC),
         "cpu_isa": tf_ops.active_cpu_isa(),
         "python": platform.python_version(),
     }

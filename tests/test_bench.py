@@ -1,0 +1,77 @@
+"""The benchmark suite runs and reports what it promises (no timing asserts:
+speed is measured by `make bench`, never by tests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from subprocesses import REPO_ROOT, python_env
+
+from tf_ops.bench.cases import CASES
+from tf_ops.python.library import load_library
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_ops.bench", *args],
+        env=python_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def test_small_run_writes_table_json_and_plot(tmp_path):
+    out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
+    result = _bench(
+        "--ops", "leaky_relu,gelu", "--dtypes", "float32,float16", "--sizes", "10",
+        "--reps", "2,2", "--budget", "0", "--json", str(out_json), "--plot", str(out_png),
+    )
+    table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| op | dtype | size | pass | tf_ops ms | TF ms | vs TF | XLA ms")
+    assert len(table) == 1 + 2 * 2 * 3, result.stdout  # header + ops x dtypes x passes
+    data = json.loads(out_json.read_text())
+    assert data["machine"]["allocator"] == "default"
+    assert data["machine"]["cpu_isa"] in ("baseline", "avx2", "avx512")
+    rows = data["rows"]
+    assert {(r["op"], r["dtype"], r["pass"]) for r in rows} == {
+        (o, d, p) for o in ("leaky_relu", "gelu") for d in ("float32", "float16")
+        for p in ("forward", "grad", "fwd+bwd")
+    }
+    for r in rows:
+        assert r["size_log2"] == 10 and r["reps"] == 2
+        for name in ("tf_ops", "tf", "xla", "tf_ops_eager", "tf_eager", "copy"):
+            assert r["ms"][name] > 0, (name, r)
+        for ratio in ("vs_tf", "vs_xla", "eager_vs_tf", "x_floor"):
+            assert r[ratio] > 0
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bfc_allocator_reruns_with_it(tmp_path):
+    out_json = tmp_path / "bench.json"
+    _bench("--allocator", "bfc", "--ops", "elu", "--dtypes", "bfloat16", "--sizes", "10",
+           "--passes", "grad", "--reps", "1,1", "--budget", "0", "--json", str(out_json))
+    data = json.loads(out_json.read_text())
+    assert data["machine"]["allocator"] == "bfc"
+    assert data["machine"]["tf_cpu_allocator_use_bfc"] == "true"
+
+
+def test_rejects_unknown_op():
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_ops.bench", "--ops", "relu7"],
+        env=python_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "unknown op" in result.stderr and "leaky_relu" in result.stderr
+
+
+def test_every_forward_op_has_a_benchmark_case():
+    """A new activation must come with its benchmark row (docs/adding-an-op.md)."""
+    module = load_library()
+    forward_ops = {
+        name[len("tf_ops_"):] for name in dir(module)
+        if name.startswith("tf_ops_") and not name.endswith(("_grad", "_eager_fallback"))
+    }
+    assert forward_ops, dir(module)
+    assert forward_ops <= set(CASES), f"no benchmark case for {forward_ops - set(CASES)}"
