@@ -358,6 +358,40 @@ def _tf_mish_grad(g, v):
     return tape.gradient(y, v, output_gradients=g)
 
 
+# --- HardSwish --------------------------------------------------------------
+
+
+def _hard_swish_ref(x):
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        relu6 = np.where(np.isnan(x), np.nan, np.clip(x + 3.0, 0.0, 6.0))
+    return _times(x, relu6 / 6.0)
+
+
+def _hard_swish_ref_grad(g, x):
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        slope = np.where(x <= -3.0, 0.0, np.where(x >= 3.0, 1.0, (2.0 * x + 3.0) / 6.0))
+    return np.asarray(g, np.float64) * slope
+
+
+def _hard_swish_ref_second(x):
+    x = np.asarray(x, np.float64)
+    return np.where((x > -3.0) & (x < 3.0), 1.0 / 3.0, 0.0)
+
+
+def _tf_hard_swish(x):
+    """The composite users write (keras.activations.hard_swish): x * relu6(x + 3) / 6."""
+    return x * tf.nn.relu6(x + 3.0) / 6.0
+
+
+def _tf_hard_swish_grad(g, v):
+    with tf.GradientTape() as tape:
+        tape.watch(v)
+        y = _tf_hard_swish(v)
+    return tape.gradient(y, v, output_gradients=g)
+
+
 # ---------------------------------------------------------------------------
 # The table.
 # ---------------------------------------------------------------------------
@@ -458,6 +492,23 @@ SPECS: tuple[OpSpec, ...] = (
         builtin_ulps=64.0,  # TF's composite gradient loses ~30 ulps (seen, float32 and float64)
         compute_ulps=32.0,
         grad_abs_ulps=64.0,
+    ),
+    OpSpec(
+        name="HardSwish",
+        forward=tf_ops.hard_swish,
+        grad_op=tf_ops.hard_swish_grad,
+        grad_takes_outputs=False,
+        ref=_hard_swish_ref,
+        ref_grad=_hard_swish_ref_grad,
+        ref_second=_hard_swish_ref_second,
+        attr_variants=({},),
+        ref_limits=lambda: {math.inf: math.inf, -math.inf: -0.0},
+        kinks=(-3.0, 3.0),
+        builtin_forward=lambda attrs: _tf_hard_swish,
+        builtin_grad=lambda attrs: _tf_hard_swish_grad,
+        builtin_atol_eps=2.0,
+        # f' = (2x + 3) / 6 crosses zero at x = -1.5: the sum's rounding is absolute.
+        grad_abs_ulps=8.0,
     ),
 )
 

@@ -19,9 +19,10 @@ LAYERS = {
     "GELU": (lambda: L.GELU(approximate=True), lambda x: tf_ops.gelu(x, approximate=True)),
     "Swish": (lambda: L.Swish(beta=1.5), lambda x: tf_ops.swish(x, beta=1.5)),
     "Mish": (lambda: L.Mish(), tf_ops.mish),
+    "HardSwish": (lambda: L.HardSwish(), tf_ops.hard_swish),
 }
 ARGS = {"LeakyReLU": "negative_slope", "ELU": "alpha", "GELU": "approximate", "Swish": "beta"}
-FUNCTIONS = ("leaky_relu", "elu", "gelu", "swish", "mish")
+FUNCTIONS = ("leaky_relu", "elu", "gelu", "swish", "mish", "hard_swish")
 
 
 def sample(shape=(4, 33), dtype="float32", seed=0) -> np.ndarray:
@@ -144,6 +145,7 @@ def test_elu_is_drop_in_for_keras(alpha):
                      id="gelu-tanh"),
         pytest.param(L.Swish(), keras.activations.silu, id="swish-silu"),
         pytest.param(L.Mish(), keras.activations.mish, id="mish"),
+        pytest.param(L.HardSwish(), keras.activations.hard_swish, id="hard-swish"),
     ],
 )
 def test_matches_keras_activation(layer, keras_fn):

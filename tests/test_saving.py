@@ -34,11 +34,13 @@ def build_model() -> keras.Model:
             dense(8), tf_ops.layers.GELU(approximate=True),
             dense(8), tf_ops.layers.Swish(beta=1.5),
             dense(8), tf_ops.layers.Mish(),
+            dense(8), tf_ops.layers.HardSwish(),
             dense(8, tf_ops.leaky_relu),
             dense(8, tf_ops.elu),
             dense(8, tf_ops.gelu),
             dense(8, tf_ops.swish),
             dense(8, tf_ops.mish),
+            dense(8, tf_ops.hard_swish),
             dense(3),
         ]
     )
@@ -110,12 +112,12 @@ def test_saved_files_hold_the_tf_ops_ops_and_names(saved):
     # The graphs run the fused ops (not some fallback), so loading needs `import tf_ops`.
     for directory in ("saved_model", "export"):
         graph = (root / directory / "saved_model.pb").read_bytes()
-        for op in ("LeakyRelu", "Elu", "Gelu", "Swish", "Mish"):
+        for op in ("LeakyRelu", "Elu", "Gelu", "Swish", "Mish", "HardSwish"):
             assert f"TfOps>{op}".encode() in graph, (directory, op)
     # The Keras config names the layers and functions by their registered names.
     with zipfile.ZipFile(root / "model.keras") as archive:
         config = json.dumps(json.loads(archive.read("config.json")))
-    for name in ("LeakyReLU", "ELU", "GELU", "Swish", "Mish"):
+    for name in ("LeakyReLU", "ELU", "GELU", "Swish", "Mish", "HardSwish"):
         assert f'"registered_name": "tf_ops>{name}"' in config, name
-    for name in ("leaky_relu", "elu", "gelu", "swish", "mish"):
+    for name in ("leaky_relu", "elu", "gelu", "swish", "mish", "hard_swish"):
         assert f'"config": "tf_ops>{name}"' in config, name

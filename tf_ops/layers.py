@@ -11,6 +11,6 @@ Example:
 See `tf_ops.python.layers` for the details and choices.
 """
 
-from tf_ops.python.layers import ELU, GELU, LeakyReLU, Mish, Swish
+from tf_ops.python.layers import ELU, GELU, HardSwish, LeakyReLU, Mish, Swish
 
-__all__ = ["ELU", "GELU", "LeakyReLU", "Mish", "Swish"]
+__all__ = ["ELU", "GELU", "HardSwish", "LeakyReLU", "Mish", "Swish"]

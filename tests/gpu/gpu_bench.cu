@@ -123,12 +123,11 @@ int RunBenchmarks(int64_t n) {
   std::printf("| op | dtype | forward GB/s | forward %% copy | backward GB/s "
               "| backward %% copy |\n|---|---|---|---|---|---|\n");
   double worst[4] = {1e9, 1e9, 1e9, 1e9};  // f32, f16, bf16, f64
-  BenchAllDtypes(LeakyRelu{0.2f}, "leaky_relu", n, buf, worst);
-  BenchAllDtypes(Elu{1.0f}, "elu", n, buf, worst);
-  BenchAllDtypes(Gelu{false}, "gelu", n, buf, worst);
-  BenchAllDtypes(Gelu{true}, "gelu_tanh", n, buf, worst);
-  BenchAllDtypes(Swish{1.0f}, "swish", n, buf, worst);
-  BenchAllDtypes(Mish{}, "mish", n, buf, worst);
+  // Every activation in the list, with its default attributes.
+#define TF_OPS_BENCH(Name) BenchAllDtypes(Name{}, #Name, n, buf, worst);
+  TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_BENCH)
+#undef TF_OPS_BENCH
+  BenchAllDtypes(Gelu{true}, "Gelu approximate", n, buf, worst);
   for (void* p : {buf.a, buf.b, buf.c, buf.copy_src, buf.copy_dst}) {
     BENCH_CHECK(cudaFree(p));
   }

@@ -232,6 +232,7 @@ std::vector<Swish> Variants(Swish) {
   return v;
 }
 std::vector<Mish> Variants(Mish) { return {Mish{}}; }
+std::vector<HardSwish> Variants(HardSwish) { return {HardSwish{}}; }
 
 template <typename Op>
 void CheckAllVariants(Tally* t) {

@@ -69,6 +69,15 @@ def _mish_grad(g: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
     return g * (t + x * (1.0 - t * t) * tf.sigmoid(x))
 
 
+def _hard_swish(x: tf.Tensor) -> tf.Tensor:
+    return x * tf.nn.relu6(x + 3.0) / 6.0
+
+
+def _hard_swish_grad(g: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    inside = tf.cast((x > -3.0) & (x < 3.0), x.dtype)
+    return g * (tf.nn.relu6(x + 3.0) / 6.0 + x * inside / 6.0)
+
+
 CASES: dict[str, Case] = {
     c.name: c
     for c in [
@@ -112,6 +121,14 @@ CASES: dict[str, Case] = {
             theirs_label="tf.nn.silu (composite grad)",
         ),
         Case("mish", tf_ops.mish, tf_ops.mish_grad, _mish, _mish_grad, theirs_label="composite"),
+        Case(
+            "hard_swish",
+            tf_ops.hard_swish,
+            tf_ops.hard_swish_grad,
+            _hard_swish,
+            _hard_swish_grad,
+            theirs_label="composite (keras.activations.hard_swish)",
+        ),
     ]
 }
 

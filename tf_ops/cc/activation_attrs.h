@@ -62,6 +62,11 @@ absl::Status ReadAttrs(Ctx*, Mish*) {
   return absl::OkStatus();
 }
 
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx*, HardSwish*) {
+  return absl::OkStatus();
+}
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_ACTIVATION_ATTRS_H_

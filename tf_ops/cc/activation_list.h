@@ -11,6 +11,7 @@
   X(Elu)                              \
   X(Gelu)                             \
   X(Swish)                            \
-  X(Mish)
+  X(Mish)                             \
+  X(HardSwish)
 
 #endif  // TF_OPS_CC_ACTIVATION_LIST_H_

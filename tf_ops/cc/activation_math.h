@@ -239,6 +239,31 @@ struct Mish {
   static constexpr double kCutoff = 20.0;
 };
 
+// HardSwish (MobileNetV3): f(x) = x * relu6(x + 3) / 6, as
+// keras.activations.hard_swish. f'(x) = 0 for x <= -3, (2x + 3) / 6 inside,
+// 1 for x >= 3: at the two kinks the derivative TF's autodiff gives for the
+// composite (Relu6Grad passes the gradient only strictly inside (0, 6)).
+struct HardSwish {
+  static constexpr const char* kName = "HardSwish";
+  static constexpr int kCyclesPerElement = 4;
+  static constexpr bool kGradTakesOutputs = false;
+
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Forward(T x) const {
+    T r = x + T(3);
+    r = r > T(0) ? r : T(0);  // relu6; NaN becomes 0 here but x carries it
+    r = r < T(6) ? r : T(6);
+    return SafeMul(x, r * static_cast<T>(1.0 / 6.0));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Backward(T g, T x) const {
+    const T inside = (T(2) * x + T(3)) * static_cast<T>(1.0 / 6.0);
+    // NaN fails both tests and takes `inside`, which is NaN.
+    const T slope = x <= T(-3) ? T(0) : (x >= T(3) ? T(1) : inside);
+    return g * slope;
+  }
+};
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_ACTIVATION_MATH_H_

@@ -100,6 +100,22 @@ REGISTER_OP("TfOps>MishGrad")
     .SetShapeFn(ActivationGradShape<Mish>)
     .Doc("backprops = gradients * mish'(features).");
 
+REGISTER_OP("TfOps>HardSwish")
+    .Input("features: T")
+    .Output("activations: T")
+    .Attr(TF_OPS_ACTIVATION_DTYPES)
+    .SetShapeFn(ActivationShape<HardSwish>)
+    .Doc("activations = features * relu6(features + 3) / 6 (MobileNetV3).");
+
+REGISTER_OP("TfOps>HardSwishGrad")
+    .Input("gradients: T")
+    .Input("features: T")
+    .Output("backprops: T")
+    .Attr(TF_OPS_ACTIVATION_DTYPES)
+    .SetShapeFn(ActivationGradShape<HardSwish>)
+    .Doc("backprops = gradients * hard_swish'(features): 0 for features <= -3, "
+         "(2 features + 3) / 6 inside, 1 for features >= 3.");
+
 #undef TF_OPS_ACTIVATION_DTYPES
 
 }  // namespace tf_ops

@@ -145,3 +145,29 @@ def mish_grad(gradients: TensorLike, features: TensorLike, name: str | None = No
       array([0.6], dtype=float32)
     """
     return _ops.tf_ops_mish_grad(gradients, features, name=name)
+
+
+def hard_swish(features: TensorLike, name: str | None = None) -> tf.Tensor:
+    """HardSwish (MobileNetV3): ``features * relu6(features + 3) / 6``.
+
+    As ``keras.activations.hard_swish``, in one kernel instead of four.
+
+    Example:
+      >>> tf_ops.hard_swish([-4.0, -1.0, 0.0, 1.0, 4.0]).numpy()
+      array([-0.        , -0.33333334,  0.        ,  0.6666667 ,  4.        ],
+            dtype=float32)
+    """
+    return _ops.tf_ops_hard_swish(features, name=name)
+
+
+def hard_swish_grad(
+    gradients: TensorLike, features: TensorLike, name: str | None = None
+) -> tf.Tensor:
+    """Gradient of `hard_swish`: ``gradients`` times 0 for features <= -3,
+    ``(2 * features + 3) / 6`` inside, 1 for features >= 3.
+
+    Example:
+      >>> tf_ops.hard_swish_grad([1.0, 1.0, 1.0], [-4.0, 0.0, 4.0]).numpy()
+      array([0. , 0.5, 1. ], dtype=float32)
+    """
+    return _ops.tf_ops_hard_swish_grad(gradients, features, name=name)

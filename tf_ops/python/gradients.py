@@ -95,6 +95,11 @@ def _mish_second_derivative(x: tf.Tensor) -> tf.Tensor:
     return 2.0 * d + x * d * (1.0 - s - 2.0 * t * s)
 
 
+def _hard_swish_second_derivative(x: tf.Tensor) -> tf.Tensor:
+    # 1/3 strictly inside (-3, 3), where f' = (2x + 3) / 6; 0 outside.
+    return tf.where((x > -3.0) & (x < 3.0), tf.fill(tf.shape(x), tf.constant(1.0 / 3.0, x.dtype)), tf.zeros_like(x))
+
+
 def _register_features_activation(
     name: str,
     grad_op: Callable[..., tf.Tensor],
@@ -125,3 +130,4 @@ def _register_features_activation(
 _register_features_activation("Gelu", activations.gelu_grad, _gelu_second_derivative, ("approximate",))
 _register_features_activation("Swish", activations.swish_grad, _swish_second_derivative, ("beta",))
 _register_features_activation("Mish", activations.mish_grad, _mish_second_derivative)
+_register_features_activation("HardSwish", activations.hard_swish_grad, _hard_swish_second_derivative)

@@ -1,12 +1,12 @@
 """Keras 3 layers computing the fused tf_ops activations.
 
-`LeakyReLU`, `ELU`, `GELU`, `Swish` and `Mish` are drop-in replacements for
+`LeakyReLU`, `ELU`, `GELU`, `Swish`, `Mish` and `HardSwish` are drop-in replacements for
 Keras's activation layers (same argument names: ``negative_slope``, ``alpha``),
 registered with Keras under the package ``"tf_ops"`` so that models using them
 save to ``.keras`` and reload, as long as `tf_ops` is imported before loading.
 
 The activation functions themselves (`tf_ops.leaky_relu`, `tf_ops.elu`,
-`tf_ops.gelu`, `tf_ops.swish`, `tf_ops.mish`) are registered too, so
+`tf_ops.gelu`, `tf_ops.swish`, `tf_ops.mish`, `tf_ops.hard_swish`) are registered too, so
 ``keras.layers.Dense(8, activation=tf_ops.gelu)`` saves and reloads.
 
 Choices:
@@ -44,6 +44,7 @@ ACTIVATION_FUNCTIONS = (
     activations.gelu,
     activations.swish,
     activations.mish,
+    activations.hard_swish,
 )
 for _fn in ACTIVATION_FUNCTIONS:
     keras.saving.register_keras_serializable(package=PACKAGE)(_fn)
@@ -205,4 +206,21 @@ class Mish(_FusedActivation):
         return super().get_config()
 
 
-__all__ = ["ELU", "GELU", "LeakyReLU", "Mish", "Swish"]
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class HardSwish(_FusedActivation):
+    """HardSwish layer: ``x * relu6(x + 3) / 6`` (`tf_ops.hard_swish`), as
+    ``keras.activations.hard_swish``.
+
+    Example:
+      >>> tf_ops.layers.HardSwish()(np.array([-1.0, 1.0], "float32")).numpy().round(4)
+      array([-0.3333,  0.6667], dtype=float32)
+    """
+
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
+        return activations.hard_swish(self._features(inputs))
+
+    def get_config(self) -> dict[str, Any]:
+        return super().get_config()
+
+
+__all__ = ["ELU", "GELU", "HardSwish", "LeakyReLU", "Mish", "Swish"]
