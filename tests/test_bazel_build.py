@@ -65,3 +65,13 @@ def test_every_op_runs_on_cpu(bazel_build):
     summary = result.stdout.strip().splitlines()[-1:] or ["(no output)"]
     assert result.returncode == 0, f"{result.stdout[-8000:]}\n{result.stderr[-4000:]}"
     assert " 0 failed" in summary[0] and " passed" in summary[0], summary
+
+
+def test_links_tensorflow_by_soname_without_runpath(bazel_build):
+    # The framework library comes from the Python process that loads this one;
+    # a runpath into Bazel's output tree would point nowhere once copied.
+    dynamic = subprocess.run(
+        ["readelf", "--dynamic", str(LIBRARY)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "[libtensorflow_framework.so.2]" in dynamic, dynamic
+    assert "RUNPATH" not in dynamic and "RPATH" not in dynamic, dynamic
