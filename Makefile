@@ -3,6 +3,7 @@
 #   make test    build, then the pytest suite
 #   make demo    build, then a short script using the ops from TF and Keras
 #   make bench   build, then the benchmark suite (BENCH_ARGS="--quick" for ~1 min)
+#   make bazel-build  the CPU library with Bazel, in build-bazel/ (see README)
 # TF_OPS_CUDA=AUTO|ON|OFF chooses the CUDA kernels (AUTO: when nvcc is found).
 
 PYTHON ?= python3
@@ -13,7 +14,7 @@ BUILD_DIR := build
 # The requirements file's checksum names the stamp, so editing it reinstalls.
 REQ_STAMP := $(VENV)/.installed-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
 
-.PHONY: venv build test demo bench gpu-selftest clean
+.PHONY: venv build test demo bench gpu-selftest bazel-build clean
 
 venv: $(REQ_STAMP)
 
@@ -39,9 +40,14 @@ demo: build
 bench: build
 	PYTHONPATH=$(CURDIR) $(PY) -m tf_ops.bench $(BENCH_ARGS)
 
+# CPU kernels only; installs Debian's bazel-bootstrap when bazel is missing,
+# and shuts the Bazel server down afterwards.
+bazel-build: venv
+	tools/bazel_build.sh $(PY)
+
 # On a GPU machine without TensorFlow: build and run the CUDA self-test.
 gpu-selftest:
 	tools/gpu_selftest.sh
 
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so build-bazel
