@@ -24,9 +24,11 @@ from tf_ops.python.activations import (
     swish,
     swish_grad,
 )
-from tf_ops.python.library import library_path, load_library
+from tf_ops.python.library import BuildInfo, build_info, library_path, load_library
 
 __all__ = [
+    "BuildInfo",
+    "build_info",
     "elu",
     "elu_grad",
     "gelu",
