@@ -79,10 +79,16 @@ XlaOp XlaForward(const Elu& op, XlaOp x) {
   return xla::Select(xla::Gt(x, Const(x, 0)), x,
                      Const(x, op.alpha) * xla::Expm1(x));
 }
+// y + alpha. XLA's simplifier folds y + 0 into y, which keeps a -0 where
+// IEEE (and the CPU kernel) gives +0; with alpha = 0 every negative input has
+// y = -0, so that case is spelled out.
+XlaOp PlusAlpha(XlaOp y, float alpha) {
+  if (alpha != 0.0f) return y + Const(y, alpha);
+  return xla::Select(xla::Eq(y, Const(y, 0)), xla::ZerosLike(y), y);
+}
 // From the outputs y, as the CPU kernel: g where y > 0, else g (y + alpha).
 XlaOp XlaBackward(const Elu& op, XlaOp g, XlaOp y) {
-  return xla::Select(xla::Gt(y, Const(y, 0)), g,
-                     g * (y + Const(y, op.alpha)));
+  return xla::Select(xla::Gt(y, Const(y, 0)), g, g * PlusAlpha(y, op.alpha));
 }
 
 using GeluExact = GeluFormula<false>;

@@ -42,6 +42,15 @@ def _ones_like(x: tf.Tensor):
     return tf.ones_like(x), lambda u: tf.zeros_like(x)
 
 
+def _plus(y: tf.Tensor, alpha: float) -> tf.Tensor:
+    """y + alpha. XLA folds y + 0 into y, keeping a -0 where IEEE gives +0 (and every
+    negative input of elu with alpha = 0 has y = -0): for alpha = 0 this is
+    y + y * y at y = +-0, which is +0 there with the derivative 1 of y + 0."""
+    if alpha != 0:
+        return y + alpha
+    return tf.where(tf.equal(y, 0), y + y * y, y)
+
+
 def _sigmoids(z: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """sigmoid(z) and 1 - sigmoid(z), both accurate in the tails."""
     return tf.sigmoid(z), tf.sigmoid(-z)
@@ -104,7 +113,7 @@ _ACTIVATIONS: dict[str, tuple[Callable, Callable, bool, tuple[str, ...]]] = {
     ),
     "Elu": (
         lambda x, alpha=1.0: tf.where(x > 0, x, alpha * tf.math.expm1(x)),
-        lambda y, alpha=1.0: tf.where(y > 0, tf.ones_like(y), y + alpha),
+        lambda y, alpha=1.0: tf.where(y > 0, tf.ones_like(y), _plus(y, alpha)),
         True,
         ("alpha",),
     ),
