@@ -1,5 +1,5 @@
 // XLA lowerings: every op in activation_list.h, forward and grad op, for
-// tf.function(jit_compile=True), Keras jit_compile and XLA auto-clustering,
+// tf.function(jit_compile=True) and Keras jit_compile,
 // on the XLA_CPU_JIT and XLA_GPU_JIT devices.
 //
 // Each activation gets one pair of overloads, XlaForward and XlaBackward, that
