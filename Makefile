@@ -4,12 +4,14 @@
 #   make demo    build, then a short script using the ops from TF and Keras
 #   make bench   build, then the benchmark suite (BENCH_ARGS="--quick" for ~1 min)
 #   make bazel-build  the CPU library with Bazel, in build-bazel/ (see README)
-# TF_OPS_CUDA=AUTO|ON|OFF chooses the CUDA kernels (AUTO: when nvcc is found).
+# TF_OPS_CUDA=AUTO|ON|OFF chooses the CUDA kernels (AUTO: when nvcc is found),
+# TF_OPS_XLA=AUTO|ON|OFF the XLA lowerings (AUTO: when TF has the headers).
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 TF_OPS_CUDA ?= AUTO
+TF_OPS_XLA ?= AUTO
 BUILD_DIR := build
 # The requirements file's checksum names the stamp, so editing it reinstalls.
 REQ_STAMP := $(VENV)/.installed-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
@@ -26,7 +28,8 @@ $(REQ_STAMP): requirements-dev.txt
 
 build: venv
 	cmake -S . -B $(BUILD_DIR) -DPython3_EXECUTABLE=$(abspath $(PY)) \
-	  -DTF_OPS_CUDA=$(TF_OPS_CUDA) > $(BUILD_DIR).configure.log 2>&1 \
+	  -DTF_OPS_CUDA=$(TF_OPS_CUDA) -DTF_OPS_XLA=$(TF_OPS_XLA) \
+	  > $(BUILD_DIR).configure.log 2>&1 \
 	  || (cat $(BUILD_DIR).configure.log; exit 1)
 	grep -E "tf_ops:" $(BUILD_DIR).configure.log
 	cmake --build $(BUILD_DIR) --parallel 2
@@ -50,4 +53,5 @@ gpu-selftest:
 	tools/gpu_selftest.sh
 
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so build-bazel
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so \
+	  tf_ops/_tf_ops.build.json build-bazel

@@ -28,10 +28,12 @@ from tf_ops.python.activations import (
     swish_grad,
 )
 from tf_ops.python.cpu_info import active_cpu_isa
-from tf_ops.python.library import library_path, load_library
+from tf_ops.python.library import BuildInfo, build_info, library_path, load_library
 
 __all__ = [
+    "BuildInfo",
     "active_cpu_isa",
+    "build_info",
     "elu",
     "elu_grad",
     "gelu",

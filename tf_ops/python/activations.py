@@ -4,17 +4,52 @@ Each wrapper calls the op of the same name in the compiled library
 (``TfOps>LeakyRelu`` ...). The ops accept half, bfloat16, float32 and float64
 tensors of any shape and run on CPU and, when built with CUDA, GPU. Gradients,
 first and second order, are registered in ``gradients.py``.
+
+Inside XLA (``jit_compile=True``) the ops compile through the library's XLA
+lowerings. A library built without them (``-DTF_OPS_XLA=OFF``) cannot be compiled
+by XLA, so there, and only while traced in an XLA context, the wrappers build the
+equivalent TensorFlow composites of ``composites.py`` instead.
 """
 
 from __future__ import annotations
 
-import tensorflow as tf
+from typing import Callable
 
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+
+from tf_ops.python import composites
 from tf_ops.python.library import load_library
 
 TensorLike = tf.types.experimental.TensorLike
 
 _ops = load_library()
+
+
+def _xla_lowered_op_types() -> frozenset[str]:
+    """The ops that have an XLA kernel, asked of TF's kernel registry: the truth
+    whatever built the library (CMake with or without XLA, Bazel)."""
+    ops = [name + suffix for name in composites.ACTIVATION_NAMES for suffix in ("", "Grad")]
+    return frozenset(
+        op
+        for op in ops
+        if any(k.device_type == "XLA_CPU_JIT" for k in kernels.get_registered_kernels_for_op(f"TfOps>{op}").kernel)
+    )
+
+
+# Op names without the namespace ("Gelu", "GeluGrad") that XLA can compile.
+XLA_LOWERED: frozenset[str] = _xla_lowered_op_types()
+
+
+def _run(op: str, op_fn: Callable[..., tf.Tensor], *inputs, name: str | None, **attrs) -> tf.Tensor:
+    """Calls the generated op function, or the composite when XLA is tracing and
+    the op has no lowering."""
+    if op not in XLA_LOWERED and tf.__internal__.get_enclosing_xla_context() is not None:
+        with tf.name_scope(name or op):
+            if op.endswith("Grad"):
+                return composites.grad_op(op[: -len("Grad")], *inputs, **attrs)
+            return composites.forward(op, *inputs, **attrs)
+    return op_fn(*inputs, name=name, **attrs)
 
 
 def leaky_relu(features: TensorLike, alpha: float = 0.2, name: str | None = None) -> tf.Tensor:
@@ -27,7 +62,7 @@ def leaky_relu(features: TensorLike, alpha: float = 0.2, name: str | None = None
       >>> tf_ops.leaky_relu([-2.0, 0.0, 3.0], alpha=0.1).numpy()
       array([-0.2,  0. ,  3. ], dtype=float32)
     """
-    return _ops.tf_ops_leaky_relu(features, alpha=alpha, name=name)
+    return _run("LeakyRelu", _ops.tf_ops_leaky_relu, features, alpha=alpha, name=name)
 
 
 def leaky_relu_grad(
@@ -41,7 +76,7 @@ def leaky_relu_grad(
       >>> tf_ops.leaky_relu_grad([1.0, 1.0], [-2.0, 3.0], alpha=0.1).numpy()
       array([0.1, 1. ], dtype=float32)
     """
-    return _ops.tf_ops_leaky_relu_grad(gradients, features, alpha=alpha, name=name)
+    return _run("LeakyReluGrad", _ops.tf_ops_leaky_relu_grad, gradients, features, alpha=alpha, name=name)
 
 
 def elu(features: TensorLike, alpha: float = 1.0, name: str | None = None) -> tf.Tensor:
@@ -54,7 +89,7 @@ def elu(features: TensorLike, alpha: float = 1.0, name: str | None = None) -> tf
       >>> tf_ops.elu([-1.0, 2.0]).numpy()
       array([-0.63212055,  2.        ], dtype=float32)
     """
-    return _ops.tf_ops_elu(features, alpha=alpha, name=name)
+    return _run("Elu", _ops.tf_ops_elu, features, alpha=alpha, name=name)
 
 
 def elu_grad(
@@ -70,7 +105,7 @@ def elu_grad(
       >>> tf_ops.elu_grad([1.0, 1.0], y).numpy()
       array([0.36787945, 1.        ], dtype=float32)
     """
-    return _ops.tf_ops_elu_grad(gradients, outputs, alpha=alpha, name=name)
+    return _run("EluGrad", _ops.tf_ops_elu_grad, gradients, outputs, alpha=alpha, name=name)
 
 
 def gelu(features: TensorLike, approximate: bool = False, name: str | None = None) -> tf.Tensor:
@@ -83,7 +118,7 @@ def gelu(features: TensorLike, approximate: bool = False, name: str | None = Non
       >>> tf_ops.gelu([-1.0, 0.0, 1.0]).numpy()
       array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
     """
-    return _ops.tf_ops_gelu(features, approximate=approximate, name=name)
+    return _run("Gelu", _ops.tf_ops_gelu, features, approximate=approximate, name=name)
 
 
 def gelu_grad(
@@ -98,7 +133,7 @@ def gelu_grad(
       >>> tf_ops.gelu_grad([1.0], [0.0]).numpy()
       array([0.5], dtype=float32)
     """
-    return _ops.tf_ops_gelu_grad(gradients, features, approximate=approximate, name=name)
+    return _run("GeluGrad", _ops.tf_ops_gelu_grad, gradients, features, approximate=approximate, name=name)
 
 
 def swish(features: TensorLike, beta: float = 1.0, name: str | None = None) -> tf.Tensor:
@@ -110,7 +145,7 @@ def swish(features: TensorLike, beta: float = 1.0, name: str | None = None) -> t
       >>> tf_ops.swish([-1.0, 0.0, 2.0]).numpy()
       array([-0.26894143,  0.        ,  1.7615942 ], dtype=float32)
     """
-    return _ops.tf_ops_swish(features, beta=beta, name=name)
+    return _run("Swish", _ops.tf_ops_swish, features, beta=beta, name=name)
 
 
 def swish_grad(
@@ -123,7 +158,7 @@ def swish_grad(
       >>> tf_ops.swish_grad([1.0], [0.0]).numpy()
       array([0.5], dtype=float32)
     """
-    return _ops.tf_ops_swish_grad(gradients, features, beta=beta, name=name)
+    return _run("SwishGrad", _ops.tf_ops_swish_grad, gradients, features, beta=beta, name=name)
 
 
 def mish(features: TensorLike, name: str | None = None) -> tf.Tensor:
@@ -133,7 +168,7 @@ def mish(features: TensorLike, name: str | None = None) -> tf.Tensor:
       >>> tf_ops.mish([-1.0, 0.0, 1.0]).numpy()
       array([-0.30340144,  0.        ,  0.86509836], dtype=float32)
     """
-    return _ops.tf_ops_mish(features, name=name)
+    return _run("Mish", _ops.tf_ops_mish, features, name=name)
 
 
 def mish_grad(gradients: TensorLike, features: TensorLike, name: str | None = None) -> tf.Tensor:
@@ -144,7 +179,7 @@ def mish_grad(gradients: TensorLike, features: TensorLike, name: str | None = No
       >>> tf_ops.mish_grad([1.0], [0.0]).numpy()
       array([0.6], dtype=float32)
     """
-    return _ops.tf_ops_mish_grad(gradients, features, name=name)
+    return _run("MishGrad", _ops.tf_ops_mish_grad, gradients, features, name=name)
 
 
 def hard_swish(features: TensorLike, name: str | None = None) -> tf.Tensor:
@@ -157,7 +192,7 @@ def hard_swish(features: TensorLike, name: str | None = None) -> tf.Tensor:
       array([-0.        , -0.33333334,  0.        ,  0.6666667 ,  4.        ],
             dtype=float32)
     """
-    return _ops.tf_ops_hard_swish(features, name=name)
+    return _run("HardSwish", _ops.tf_ops_hard_swish, features, name=name)
 
 
 def hard_swish_grad(
@@ -170,4 +205,4 @@ def hard_swish_grad(
       >>> tf_ops.hard_swish_grad([1.0, 1.0, 1.0], [-4.0, 0.0, 4.0]).numpy()
       array([0. , 0.5, 1. ], dtype=float32)
     """
-    return _ops.tf_ops_hard_swish_grad(gradients, features, name=name)
+    return _run("HardSwishGrad", _ops.tf_ops_hard_swish_grad, gradients, features, name=name)

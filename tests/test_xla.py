@@ -1,0 +1,249 @@
+"""XLA: every op under tf.function(jit_compile=True) and Keras jit_compile, through
+the library's XLA lowerings and through the composite fallback that a library built
+without them uses, against the non-jit kernels and the float64 references.
+
+Forward, first-order and second-order gradients (nested tapes) and the grad ops
+called directly, for every op, attribute variant and dtype; limits at +-inf, NaN
+and signed zeros; that the compiled HLO really came from the lowerings; the
+kernel registrations on the XLA devices.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+
+import tf_ops
+from checks import assert_close
+from op_specs import (
+    DTYPE_IDS,
+    EPS,
+    SPECS,
+    Tolerance,
+    as_f64,
+    dtype_params,
+    round_attrs,
+    sample,
+    spec_attr_params,
+    spec_params,
+    to_dtype,
+)
+from tf_ops.python import activations
+
+BACKENDS = ("lowering", "composite")
+XLA_DEVICES = ("XLA_CPU_JIT", "XLA_GPU_JIT")
+DTYPE_ENUMS = {dt.as_datatype_enum for dt in (tf.half, tf.bfloat16, tf.float32, tf.float64)}
+SPECIALS = np.array([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0])
+
+
+def _require_lowerings():
+    info = tf_ops.build_info()
+    assert info is not None and info.xla, (
+        f"these tests need the library built with its XLA lowerings (make build does, "
+        f"TF_OPS_XLA=AUTO); build info: {info}"
+    )
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch):
+    """'lowering': the library's XLA kernels; 'composite': the wrappers' fallback,
+    forced in-process as if the library had been built with TF_OPS_XLA=OFF."""
+    _require_lowerings()
+    if request.param == "composite":
+        monkeypatch.setattr(activations, "XLA_LOWERED", frozenset())
+    return request.param
+
+
+def _pair(tol: Tolerance) -> Tolerance:
+    """Two computations each within `tol` of the truth are within twice it of each other."""
+    return Tolerance(rtol=2 * tol.rtol, atol=2 * tol.atol)
+
+
+def _all_passes(spec, attrs):
+    """forward y, tape gradient dx with upstream g, second derivative d2x = g f''(x)
+    from nested tapes, and the grad op called directly on (g, v)."""
+
+    def fn(x, g, v):
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                y = spec.forward(x, **attrs)
+            dx = inner.gradient(y, x, output_gradients=g)
+        d2x = outer.gradient(dx, x)
+        return y, dx, d2x, spec.grad_op(g, v, **attrs)
+
+    return fn
+
+
+def _assert_second_order(d2x, non_jit, expected, dtype, what):
+    """The second derivatives are TF composites computed in the tensor's dtype
+    (gradients.py; the fallback's are TF's derivative of its own f'), which XLA
+    evaluates with other roundings, in half/bfloat16 with float intermediates.
+    Where f'' cancels those composites are inaccurate, so jit must agree with the
+    non-jit path within a few ulps of the dtype (absolute in the largest value),
+    or else be closer than it to the float64 truth."""
+    a, n, e = as_f64(d2x), as_f64(non_jit), np.asarray(expected, np.float64)
+    assert np.array_equal(np.isnan(a), np.isnan(n)), f"{what}: NaN mismatch: {a[np.isnan(a) != np.isnan(n)]}"
+    fin = ~np.isnan(n)
+    scale = max(float(np.max(np.abs(e[fin]), initial=0.0)), 1.0)
+    slack = 16 * EPS[dtype] * (scale + np.abs(e[fin]))
+    bad = (np.abs(a[fin] - n[fin]) > slack) & (np.abs(a[fin] - e[fin]) > np.abs(n[fin] - e[fin]) + slack)
+    assert not bad.any(), (
+        f"{what}: {int(bad.sum())} elements: jit {a[fin][bad][:4]}, non-jit {n[fin][bad][:4]}, "
+        f"float64 reference {e[fin][bad][:4]}"
+    )
+
+
+@pytest.mark.parametrize("dtype", dtype_params())
+@pytest.mark.parametrize("spec,attrs", spec_attr_params())
+def test_jit_matches_non_jit_and_reference(spec, attrs, dtype, backend):
+    ra = round_attrs(attrs)
+    x = tf.constant(to_dtype(sample((257,), seed=40, lo=-3, hi=1), dtype))
+    g = tf.constant(to_dtype(sample((257,), seed=41, lo=-1, hi=0.5), dtype))
+    v = tf.constant(to_dtype(spec.grad_input(as_f64(x), attrs), dtype))
+    fn = _all_passes(spec, attrs)
+    jit = tf.function(fn, jit_compile=True)(x, g, v)
+    non_jit = tf.function(fn)(x, g, v)
+    what = f"{spec.op_type}{attrs} {DTYPE_IDS[dtype]} {backend}"
+    names = ("forward", "first-order gradient", "second-order gradient", "grad op")
+    for name, a in zip(names, jit):
+        assert a.dtype == dtype and a.shape == x.shape, f"{what} {name}"
+
+    tol = spec.tolerance(dtype)
+    y, dx, d2x, grad_op = jit
+    assert_close(y, spec.ref(as_f64(x), **ra), tol, f"{what} forward vs reference")
+    assert_close(y, as_f64(non_jit[0]), _pair(tol), f"{what} forward vs non-jit")
+    # The gradient op receives what the forward produced (Elu: its rounded outputs).
+    y_seen = as_f64(y) if spec.grad_takes_outputs else as_f64(x)
+    grad_tol = spec.grad_tolerance(dtype, g)
+    assert_close(dx, spec.ref_grad(as_f64(g), y_seen, **ra), grad_tol, f"{what} gradient vs reference")
+    assert_close(dx, as_f64(non_jit[1]), _pair(grad_tol), f"{what} gradient vs non-jit")
+    assert_close(grad_op, spec.ref_grad(as_f64(g), as_f64(v), **ra), grad_tol, f"{what} grad op vs reference")
+    assert_close(grad_op, as_f64(non_jit[3]), _pair(grad_tol), f"{what} grad op vs non-jit")
+    expected_d2x = as_f64(g) * spec.ref_second(as_f64(x), **ra)
+    _assert_second_order(d2x, non_jit[2], expected_d2x, dtype, f"{what} second order")
+
+
+@pytest.mark.parametrize("dtype", dtype_params())
+@pytest.mark.parametrize("spec,attrs", spec_attr_params())
+def test_jit_special_values_match_non_jit(spec, attrs, dtype, backend):
+    """+-inf give the same limits (never NaN), NaN gives NaN, and zeros keep their
+    signs, exactly as the kernels do; the grad op likewise, with special v and
+    special gradients."""
+    x = tf.constant(to_dtype(SPECIALS, dtype))
+    fwd = lambda x: spec.forward(x, **attrs)  # noqa: E731
+    grad = lambda g, v: spec.grad_op(g, v, **attrs)  # noqa: E731
+    what = f"{spec.op_type}{attrs} {DTYPE_IDS[dtype]} {backend} at {SPECIALS}"
+    tol = _pair(spec.tolerance(dtype))
+    assert_close(tf.function(fwd, jit_compile=True)(x), as_f64(fwd(x)), tol, what, check_zero_sign=True)
+    g = tf.constant(to_dtype(np.full(SPECIALS.shape, 1.5), dtype))
+    gs = tf.constant(to_dtype(np.array([math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -2.0]), dtype))
+    vs = tf.constant(to_dtype(spec.grad_input(np.array([0.5, -0.5, 0.5, 0.25, -0.5, 2.0, -2.0]), attrs), dtype))
+    jit_grad = tf.function(grad, jit_compile=True)
+    for gi, vi in ((g, x), (gs, vs)):
+        assert_close(jit_grad(gi, vi), as_f64(grad(gi, vi)), _pair(spec.grad_tolerance(dtype, gi)), "grad " + what,
+                     check_zero_sign=True)
+
+
+def _hlo(fn, *args) -> str:
+    return tf.function(fn, jit_compile=True).experimental_get_compiler_ir(*args)(stage="hlo")
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_hlo_comes_from_the_lowerings(spec, backend):
+    """With lowerings the HLO is built by the TfOps kernels (its metadata names
+    them) and calls nothing opaque; with the fallback no TfOps op is left in the
+    traced graph or the HLO."""
+    attrs = dict(spec.attr_variants[0])
+    x = tf.constant(sample((16,), seed=42))
+
+    def fwd_and_grad(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = spec.forward(x, **attrs)
+        return y, tape.gradient(y, x)
+
+    hlo = _hlo(fwd_and_grad, x)
+    assert "custom-call" not in hlo
+    graph_ops = {op.type for op in tf.function(fwd_and_grad, jit_compile=True).get_concrete_function(x).graph.get_operations()}
+    if backend == "lowering":
+        assert f'op_type="{spec.op_type}"' in hlo and f'op_type="{spec.grad_op_type}"' in hlo
+        assert spec.op_type in graph_ops
+    else:
+        assert "TfOps>" not in hlo
+        assert not any(t.startswith("TfOps>") for t in graph_ops), graph_ops
+
+
+@pytest.mark.parametrize("op_type", [t for s in SPECS for t in (s.op_type, s.grad_op_type)])
+def test_xla_kernels_registered_for_all_dtypes(op_type):
+    _require_lowerings()
+    found = {}
+    for k in kernels.get_registered_kernels_for_op(op_type).kernel:
+        (constraint,) = [c for c in k.constraint if c.name == "T"]
+        found.setdefault(k.device_type, set()).update(constraint.allowed_values.list.type)
+    for device in XLA_DEVICES:
+        assert found.get(device) == DTYPE_ENUMS, found
+    assert op_type[len("TfOps>"):] in activations.XLA_LOWERED
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_jit_grad_op_shape_mismatch_is_a_clear_error(spec):
+    """Shapes unknown at trace time: the lowering checks them when XLA compiles."""
+    _require_lowerings()
+    fn = tf.function(
+        lambda g, v: spec.grad_op(g, v),
+        input_signature=[tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.float32)],
+        jit_compile=True,
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"must have the same shape, got \[3\] and \[4\]"):
+        fn(tf.ones([3]), tf.ones([4]))
+    assert fn(tf.ones([4]), tf.ones([4])).shape == (4,)
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_composite_rejects_invalid_attrs_like_the_op(spec, monkeypatch):
+    monkeypatch.setattr(activations, "XLA_LOWERED", frozenset())
+    for attrs, pattern in spec.invalid_attrs:
+        for fn in (lambda x: spec.forward(x, **attrs), lambda x: spec.grad_op(x, x, **attrs)):
+            with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match=pattern):
+                tf.function(fn, jit_compile=True)(tf.ones([3]))
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match=r"same shape"):
+        tf.function(lambda: spec.grad_op(tf.ones([3]), tf.ones([4])), jit_compile=True)()
+
+
+def _fit(spec, jit_compile):
+    attrs = dict(spec.attr_variants[0])
+    keras.utils.set_random_seed(0)
+    first = keras.layers.Dense(16)
+    model = keras.Sequential(
+        [keras.Input((8,)), first, keras.layers.Lambda(lambda t: spec.forward(t, **attrs)), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=jit_compile)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 8)).astype("float32")
+    y = rng.normal(size=(64, 1)).astype("float32")
+    history = model.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    return model, history.history["loss"], model.predict(x[:8], verbose=0), first.kernel.numpy()
+
+
+_NON_JIT_FITS: dict = {}
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_keras_jit_compile_fit_and_predict(spec, backend):
+    model, loss, pred, kernel = _fit(spec, jit_compile=True)
+    assert model.jit_compile is True
+    if spec.name not in _NON_JIT_FITS:  # the same for both backends
+        _NON_JIT_FITS[spec.name] = _fit(spec, jit_compile=False)[1:]
+    ref_loss, ref_pred, ref_kernel = _NON_JIT_FITS[spec.name]
+    assert np.all(np.isfinite(loss))
+    # The same training, step by step: only float32 rounding differs.
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-4)
+    np.testing.assert_allclose(pred, ref_pred, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(kernel, ref_kernel, rtol=1e-4, atol=1e-5)
