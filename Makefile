@@ -1,6 +1,7 @@
 # tf_ops: every target does its own set-up from a fresh clone, idempotently.
 #   make build   .venv with the pinned TensorFlow + tools, then the op library
-#   make test    build, then the pytest suite
+#   make test    build, the engine's sanitizer test, then the pytest suite
+#   make engine-test  the CPU engine under ASan + UBSan (TF-free, tests/engine/)
 #   make demo    build, then a short script using the ops from TF and Keras
 # TF_OPS_CUDA=AUTO|ON|OFF chooses the CUDA kernels (AUTO: when nvcc is found).
 
@@ -12,7 +13,7 @@ BUILD_DIR := build
 # The requirements file's checksum names the stamp, so editing it reinstalls.
 REQ_STAMP := $(VENV)/.installed-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
 
-.PHONY: venv build test demo gpu-selftest clean
+.PHONY: venv build engine-test test demo gpu-selftest clean
 
 venv: $(REQ_STAMP)
 
@@ -29,7 +30,18 @@ build: venv
 	grep -E "tf_ops:" $(BUILD_DIR).configure.log
 	cmake --build $(BUILD_DIR) --parallel 2
 
-test: build
+# The CPU engine and activation math, TF-free, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (Eigen for half/bfloat16 comes from the TF wheel).
+ENGINE_TEST_DIR := build-engine-test
+engine-test: venv
+	mkdir -p $(ENGINE_TEST_DIR)
+	cmake -S tests/engine -B $(ENGINE_TEST_DIR) -DPython3_EXECUTABLE=$(abspath $(PY)) \
+	  > $(ENGINE_TEST_DIR)/configure.log 2>&1 \
+	  || (cat $(ENGINE_TEST_DIR)/configure.log; exit 1)
+	cmake --build $(ENGINE_TEST_DIR) --parallel 2
+	$(ENGINE_TEST_DIR)/engine_sanitizer_test
+
+test: build engine-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: build
@@ -40,4 +52,4 @@ gpu-selftest:
 	tools/gpu_selftest.sh
 
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so $(ENGINE_TEST_DIR)
