@@ -30,10 +30,10 @@ references and tolerances of op_specs.py):
     |x| (|g| for grad ops) times UNDERFLOW of the compute type. For the same
     reason an infinite g times an f'(v) that underflows gives NaN (inf * 0), as
     in TensorFlow's own grad kernels.
-- TensorFlow runs kernels with denormals flushed to zero (FTZ/DAZ, checked by
-  test_denormal_inputs_are_flushed): inputs and attributes that are subnormal
-  in the compute type may act as +-0, so an element may instead match the
-  reference on flushed inputs.
+- TensorFlow runs CPU kernels with denormals flushed to zero (FTZ/DAZ; its own
+  kernels see subnormals the same way, see the last tests here): inputs and
+  attributes that are subnormal in the compute type may act as +-0, so an
+  element may instead match the reference on flushed inputs.
 """
 
 from __future__ import annotations
