@@ -75,7 +75,9 @@ def _extremes(spec, key):
     return values
 
 
-SPECIAL_INPUTS = np.array([-math.inf, -1e30, -88.7, -20.0, -1.0, -1e-30, -0.0, 0.0, 1e-30, 1.0, 20.0, 88.7, 1e30, math.inf])
+SPECIAL_INPUTS = np.array(
+    [-math.inf, -1e30, -88.7, -20.0, -1.0, -1e-30, -0.0, 0.0, 1e-30, 1.0, 20.0, 88.7, 1e30, math.inf]
+)
 
 
 @pytest.mark.parametrize("dtype", dtype_params())
@@ -101,7 +103,11 @@ def test_extreme_finite_attrs_accepted_and_never_make_nan(spec, key, value, dtyp
 @pytest.mark.parametrize("mode", mode_params())
 @pytest.mark.parametrize(
     "spec,attrs",
-    [pytest.param(spec, {key: bad}, id=f"{spec.name}-{key}={bad!r}") for spec, key in FLOAT_ATTRS for bad in ("0.2", [1.0])]
+    [
+        pytest.param(spec, {key: bad}, id=f"{spec.name}-{key}={bad!r}")
+        for spec, key in FLOAT_ATTRS
+        for bad in ("0.2", [1.0])
+    ]
     + [
         pytest.param(spec, {"approximate": bad}, id=f"{spec.name}-approximate={bad!r}")
         for spec in SPECS
@@ -150,6 +156,7 @@ def test_graph_def_with_unsupported_dtype_is_refused(spec):
 
     graph_def = _edited_graph_def(spec, to_int32)
     with tf.Graph().as_default():
-        with pytest.raises(GRAPH_ERRORS, match=r"int32 is not in the list of allowed values: half, bfloat16, float, double"):
+        allowed = r"int32 is not in the list of allowed values: half, bfloat16, float, double"
+        with pytest.raises(GRAPH_ERRORS, match=allowed):
             tf.graph_util.import_graph_def(graph_def, name="")
     assert_library_still_works()

@@ -117,7 +117,9 @@ def test_concurrent_and_repeated_loading_in_a_fresh_process():
 
 def test_missing_library_raises_import_error_with_build_hint(tmp_path):
     """A source tree without the built .so: a clear ImportError, not a crash."""
-    shutil.copytree(os.path.join(ROOT, "tf_ops"), tmp_path / "tf_ops", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    shutil.copytree(
+        os.path.join(ROOT, "tf_ops"), tmp_path / "tf_ops", ignore=shutil.ignore_patterns("*.so", "__pycache__")
+    )
     child = textwrap.dedent(
         """
         try:

@@ -86,7 +86,9 @@ def _pool(dtype: tf.DType) -> list[float]:
     else:
         f = np.finfo(dtype.as_numpy_dtype)
         info = dict(max=float(f.max), tiny=float(f.smallest_normal), sub=float(f.smallest_subnormal), eps=float(f.eps))
-    extremes = [info["max"], info["tiny"], info["sub"], info["tiny"] - info["sub"], 1 + info["eps"], 1 - info["eps"] / 2]
+    extremes = [
+        info["max"], info["tiny"], info["sub"], info["tiny"] - info["sub"], 1 + info["eps"], 1 - info["eps"] / 2
+    ]  # fmt: skip
     return list(THRESHOLDS) + extremes + [-v for v in extremes]
 
 
