@@ -1,6 +1,7 @@
 # tf_ops: every target does its own set-up from a fresh clone, idempotently.
 #   make build   .venv with the pinned TensorFlow + tools, then the op library
-#   make test    build, then the pytest suite
+#   make test    build, the engine's sanitizer test, then the pytest suite
+#   make engine-test  the CPU engine under ASan + UBSan (TF-free, tests/engine/)
 #   make demo    build, then a short script using the ops from TF and Keras
 #   make bench   build, then the benchmark suite (BENCH_ARGS="--quick" for ~1 min)
 #   make bazel-build  the CPU library with Bazel, in build-bazel/ (see README)
@@ -16,7 +17,7 @@ BUILD_DIR := build
 # The requirements file's checksum names the stamp, so editing it reinstalls.
 REQ_STAMP := $(VENV)/.installed-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
 
-.PHONY: venv build test demo bench gpu-selftest bazel-build clean
+.PHONY: venv build engine-test test demo bench gpu-selftest bazel-build clean
 
 venv: $(REQ_STAMP)
 
@@ -34,7 +35,18 @@ build: venv
 	grep -E "tf_ops:" $(BUILD_DIR).configure.log
 	cmake --build $(BUILD_DIR) --parallel 2
 
-test: build
+# The CPU engine and activation math, TF-free, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (Eigen for half/bfloat16 comes from the TF wheel).
+ENGINE_TEST_DIR := build-engine-test
+engine-test: venv
+	mkdir -p $(ENGINE_TEST_DIR)
+	cmake -S tests/engine -B $(ENGINE_TEST_DIR) -DPython3_EXECUTABLE=$(abspath $(PY)) \
+	  > $(ENGINE_TEST_DIR)/configure.log 2>&1 \
+	  || (cat $(ENGINE_TEST_DIR)/configure.log; exit 1)
+	cmake --build $(ENGINE_TEST_DIR) --parallel 2
+	$(ENGINE_TEST_DIR)/engine_sanitizer_test
+
+test: build engine-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: build
@@ -54,4 +66,4 @@ gpu-selftest:
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so \
-	  tf_ops/_tf_ops.build.json build-bazel
+	  tf_ops/_tf_ops.build.json build-bazel $(ENGINE_TEST_DIR)
