@@ -7,6 +7,7 @@ even one buffer per call would show as 20 MB or more."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 
 import numpy as np
@@ -31,11 +32,18 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
+def _release_free_heap() -> None:
+    """Returns malloc's free pages to the OS, so that memory freed by earlier tests
+    in this process cannot absorb (and hide) new allocations."""
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def _growth_mb(step, calls: int) -> float:
     """RSS growth over `calls` calls of step(i), after WARMUP calls."""
     for i in range(WARMUP):
         step(i)
     gc.collect()
+    _release_free_heap()
     before = rss_mb()
     for i in range(calls):
         step(i)
