@@ -23,8 +23,9 @@ class _Activation(keras.layers.Layer):
         return self.fn(inputs, **self.attrs)
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["graph", "jit"])
 @pytest.mark.parametrize("spec,kind", _params())
-def test_fit_one_epoch(spec, kind):
+def test_fit_one_epoch(spec, kind, jit):
     attrs = dict(spec.attr_variants[0])
     keras.utils.set_random_seed(0)
     if kind == "lambda":
@@ -33,8 +34,8 @@ def test_fit_one_epoch(spec, kind):
         act = _Activation(spec.forward, attrs)
     first = keras.layers.Dense(16)
     model = keras.Sequential([keras.Input((8,)), first, act, keras.layers.Dense(1)])
-    # No XLA lowering exists for these ops: keep the (CPU default) non-jit path explicit.
-    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=False)
+    # jit: the ops' XLA lowerings (or, in a build without them, the composites).
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=jit)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 8)).astype("float32")
     y = rng.normal(size=(64, 1)).astype("float32")

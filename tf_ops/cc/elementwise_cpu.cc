@@ -13,10 +13,6 @@
 
 #include <cstdint>
 
-#if defined(__x86_64__)
-#include <xmmintrin.h>
-#endif
-
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_math.h"
 #include "tf_ops/cc/narrow_float.h"
@@ -156,34 +152,11 @@ TF_OPS_ISA_VARIANT(Avx512,
 #endif
 #undef TF_OPS_ISA_VARIANT
 
-// While a loop runs, subnormal inputs and results are IEEE's (flush-to-zero
-// and denormals-are-zero off), and the caller's mode is restored after. TF's
-// pool threads run with both on and the caller's thread (an eager call runs a
-// shard there) with both off: fixing the mode makes a result independent of
-// which thread computed it. Speed does not suffer in practice because the one
-// big source of subnormals, exp() of large negative arguments, returns 0
-// below the smallest normal float (fast_math.h).
-class ScopedIeeeSubnormals {
- public:
-#if defined(__x86_64__)
-  ScopedIeeeSubnormals() : saved_(_mm_getcsr()) {
-    _mm_setcsr(saved_ & ~(kFlushToZero | kDenormalsAreZero));
-  }
-  ~ScopedIeeeSubnormals() { _mm_setcsr(saved_); }
-
- private:
-  static constexpr unsigned kFlushToZero = 0x8000;
-  static constexpr unsigned kDenormalsAreZero = 0x0040;
-  unsigned saved_;
-#endif
-};
-
 }  // namespace
 
 template <typename Op>
 void CpuForward(const Op& op, Dtype dtype, const void* x, void* y,
                 int64_t begin, int64_t end) {
-  ScopedIeeeSubnormals ieee;
   switch (ActiveCpuIsa()) {
     case CpuIsa::kAvx512:
       return ForwardAvx512(op, dtype, x, y, begin, end);
@@ -197,7 +170,6 @@ void CpuForward(const Op& op, Dtype dtype, const void* x, void* y,
 template <typename Op>
 void CpuBackward(const Op& op, Dtype dtype, const void* g, const void* v,
                  void* dx, int64_t begin, int64_t end) {
-  ScopedIeeeSubnormals ieee;
   switch (ActiveCpuIsa()) {
     case CpuIsa::kAvx512:
       return BackwardAvx512(op, dtype, g, v, dx, begin, end);

@@ -8,9 +8,10 @@
 // Special values follow the C library: exp(-inf) = 0, exp(+inf) = inf, NaN in
 // gives NaN out, overflow gives inf. One deliberate difference: results below
 // the smallest normal float (x < -87.34) are 0, not subnormal, as CUDA's fast
-// exp and TF's flush-to-zero threads give. Subnormal arithmetic takes a
-// microcode assist of ~100 cycles per vector on x86: in GELU's gradient, whose
-// exp(-x^2/2) underflows for |x| > 13, it tripled the time of the whole loop.
+// exp and TF's flush-to-zero mode give. Subnormal arithmetic takes a microcode
+// assist of ~100 cycles per vector on x86 when the thread does not flush
+// them: in GELU's gradient, whose exp(-x^2/2) underflows for |x| > 13, it
+// tripled the time of the whole loop.
 //
 // Plain C++17; activation_math.h uses these on the host only (CUDA has fast
 // device versions of the C functions).
