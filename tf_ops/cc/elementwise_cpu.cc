@@ -2,9 +2,10 @@
 //
 // Each loop reads a storage value, computes in float or double, and stores the
 // result rounded once. It is a plain loop with no calls and no branches in the
-// math (activation_math.h and fast_math.h use selects), which GCC vectorises;
-// the 16-bit conversions are branch-free bit arithmetic (narrow_float.h) and
-// vectorise in the same loop. Each instruction-set variant is a function with
+// math (activation_math.h and fast_math.h use selects), which GCC vectorises.
+// bfloat16, and half on the baseline path, are converted in the same loop by
+// branch-free bit arithmetic (narrow_float.h); the AVX2 and AVX-512 paths
+// convert half with F16C in blocks. Each instruction-set variant is a function with
 // GCC's `target` attribute and `flatten`, so that everything it calls is
 // inlined and compiled for that target, while the rest of the library stays
 // at the baseline and runs on any CPU TensorFlow runs on.
