@@ -15,6 +15,7 @@
 #include <functional>
 #include <vector>
 
+#include "tests/gpu/cuda_check.h"
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_math.h"
 #include "tf_ops/cu/elementwise_gpu.h"
@@ -22,37 +23,27 @@
 namespace tf_ops {
 namespace {
 
-#define BENCH_CHECK(expr)                                                \
-  do {                                                                   \
-    cudaError_t e = (expr);                                              \
-    if (e != cudaSuccess) {                                              \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, \
-                   cudaGetErrorString(e));                               \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
-
 constexpr int kWarmup = 3;
 constexpr int kRuns = 15;
 
 // Median milliseconds of `run` over kRuns launches, timed with CUDA events.
 double MedianMs(const std::function<void()>& run) {
   cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
   for (int i = 0; i < kWarmup; ++i) run();
   std::vector<double> ms;
   for (int i = 0; i < kRuns; ++i) {
-    BENCH_CHECK(cudaEventRecord(start));
+    CUDA_CHECK(cudaEventRecord(start));
     run();
-    BENCH_CHECK(cudaEventRecord(stop));
-    BENCH_CHECK(cudaEventSynchronize(stop));
+    CUDA_CHECK(cudaEventRecord(stop));
+    CUDA_CHECK(cudaEventSynchronize(stop));
     float t = 0;
-    BENCH_CHECK(cudaEventElapsedTime(&t, start, stop));
+    CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
     ms.push_back(t);
   }
-  BENCH_CHECK(cudaEventDestroy(start));
-  BENCH_CHECK(cudaEventDestroy(stop));
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -84,7 +75,7 @@ void BenchOp(const Op& op, const char* label, Dtype dtype, const char* dname,
     cudaMemcpyAsync(buf.copy_dst, buf.copy_src, bwd_bytes / 2,
                     cudaMemcpyDeviceToDevice);
   });
-  BENCH_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
   const double fwd_pct = 100.0 * copy_fwd_ms / fwd_ms;
   const double bwd_pct = 100.0 * copy_bwd_ms / bwd_ms;
   std::printf("| %s | %s | %.0f | %.0f%% | %.0f | %.0f%% |\n", label, dname,
@@ -110,12 +101,12 @@ int RunBenchmarks(int64_t n) {
   Buffers buf{};
   const size_t bytes = static_cast<size_t>(n) * 8;  // room for float64
   for (void** p : {&buf.a, &buf.b, &buf.c}) {
-    BENCH_CHECK(cudaMalloc(p, bytes));
-    BENCH_CHECK(cudaMemset(*p, 0, bytes));
+    CUDA_CHECK(cudaMalloc(p, bytes));
+    CUDA_CHECK(cudaMemset(*p, 0, bytes));
   }
-  BENCH_CHECK(cudaMalloc(&buf.copy_src, bytes * 3 / 2));
-  BENCH_CHECK(cudaMalloc(&buf.copy_dst, bytes * 3 / 2));
-  BENCH_CHECK(cudaMemset(buf.copy_src, 0, bytes * 3 / 2));
+  CUDA_CHECK(cudaMalloc(&buf.copy_src, bytes * 3 / 2));
+  CUDA_CHECK(cudaMalloc(&buf.copy_dst, bytes * 3 / 2));
+  CUDA_CHECK(cudaMemset(buf.copy_src, 0, bytes * 3 / 2));
 
   std::printf("\n%lld elements; GB/s = bytes read + written per second; "
               "%% of a device-to-device copy of the same bytes\n\n",
@@ -129,7 +120,7 @@ int RunBenchmarks(int64_t n) {
 #undef TF_OPS_BENCH
   BenchAllDtypes(Gelu{true}, "Gelu approximate", n, buf, worst);
   for (void* p : {buf.a, buf.b, buf.c, buf.copy_src, buf.copy_dst}) {
-    BENCH_CHECK(cudaFree(p));
+    CUDA_CHECK(cudaFree(p));
   }
   const bool ok = worst[0] >= 85.0 && worst[1] >= 80.0 && worst[2] >= 80.0;
   std::printf("\nworst %% of copy: float32 %.0f%% (target 85%%), float16 "

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/gpu/cuda_check.h"
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_math.h"
 #include "tf_ops/cc/elementwise_cpu.h"
@@ -27,16 +28,6 @@
 
 namespace tf_ops {
 namespace {
-
-#define CUDA_CHECK(expr)                                               \
-  do {                                                                 \
-    cudaError_t e = (expr);                                            \
-    if (e != cudaSuccess) {                                            \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, \
-                   cudaGetErrorString(e));                             \
-      std::exit(1);                                                    \
-    }                                                                  \
-  } while (0)
 
 template <typename T>
 struct DtypeInfo;

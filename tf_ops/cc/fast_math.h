@@ -20,16 +20,11 @@
 #define TF_OPS_CC_FAST_MATH_H_
 
 #include <cstdint>
-#include <cstring>
+
+#include "tf_ops/cc/float_bits.h"
 
 namespace tf_ops {
 namespace fast_math {
-
-inline float BitsToFloat(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
 
 // 2^n for an integer-valued float n in [-150, 128], as the product of two
 // normal powers of two, so that subnormal and overflowing results round
@@ -38,8 +33,8 @@ inline float TwoToThe(float n, float* second) {
   const int32_t ni = static_cast<int32_t>(n);
   const int32_t n1 = ni / 2;
   const int32_t n2 = ni - n1;
-  *second = BitsToFloat(static_cast<uint32_t>(n2 + 127) << 23);
-  return BitsToFloat(static_cast<uint32_t>(n1 + 127) << 23);
+  *second = FloatFromBits(static_cast<uint32_t>(n2 + 127) << 23);
+  return FloatFromBits(static_cast<uint32_t>(n1 + 127) << 23);
 }
 
 // e^x: x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite, two-part ln2), e^r by

@@ -11,21 +11,11 @@
 #define TF_OPS_CC_NARROW_FLOAT_H_
 
 #include <cstdint>
-#include <cstring>
+
+#include "tf_ops/cc/float_bits.h"
 
 namespace tf_ops {
 namespace narrow_float {
-
-inline float FromBits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-inline uint32_t ToBits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  return bits;
-}
 
 // binary16 -> float. The exponent is rebiased by 112 (= 127 - 15); infinities
 // and NaN get the rest of the float exponent range; zeros and subnormals are
@@ -36,17 +26,17 @@ inline float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t normal = magnitude + (112u << 23);
   const uint32_t special = normal + (112u << 23);  // inf or NaN
-  const float subnormal = FromBits(magnitude + (113u << 23)) -
-                          FromBits(113u << 23);  // also gives +0
+  const float subnormal = FloatFromBits(magnitude + (113u << 23)) -
+                          FloatFromBits(113u << 23);  // also gives +0
   const uint32_t bits = exponent == 0x0f800000u ? special
-                        : exponent == 0        ? ToBits(subnormal)
+                        : exponent == 0        ? FloatBits(subnormal)
                                                : normal;
-  return FromBits(bits | sign);
+  return FloatFromBits(bits | sign);
 }
 
 // float -> binary16, rounding to nearest even.
 inline uint16_t FloatToHalf(float f) {
-  const uint32_t bits = ToBits(f);
+  const uint32_t bits = FloatBits(f);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t a = bits & 0x7fffffffu;
   // Normal results: rebias, then round the 13 dropped bits to nearest even.
@@ -55,7 +45,7 @@ inline uint16_t FloatToHalf(float f) {
   // Subnormal results: adding 0.5 (2^-1) shifts the value so that the float
   // adder rounds it at binary16's smallest subnormal, 2^-24.
   const uint32_t subnormal =
-      ToBits(FromBits(a) + FromBits(126u << 23)) - (126u << 23);
+      FloatBits(FloatFromBits(a) + FloatFromBits(126u << 23)) - (126u << 23);
   const uint32_t overflow = a > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN : inf
   const uint32_t h = a >= (143u << 23)  ? overflow  // |f| >= 65536 or inf/NaN
                      : a < (113u << 23) ? subnormal
@@ -66,13 +56,13 @@ inline uint16_t FloatToHalf(float f) {
 
 // bfloat16 -> float: the high half of the float's bits.
 inline float BFloat16ToFloat(uint16_t b) {
-  return FromBits(static_cast<uint32_t>(b) << 16);
+  return FloatFromBits(static_cast<uint32_t>(b) << 16);
 }
 
 // float -> bfloat16, rounding to nearest even; NaN is quietened, not rounded
 // (rounding could carry a NaN's payload into infinity).
 inline uint16_t FloatToBFloat16(float f) {
-  const uint32_t bits = ToBits(f);
+  const uint32_t bits = FloatBits(f);
   const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
   const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
   const bool is_nan = (bits & 0x7fffffffu) > 0x7f800000u;
