@@ -51,14 +51,16 @@ def _bind(fn: Callable, *args) -> Callable[[], object]:
     return lambda: fn(*args)
 
 
-def _tf_ops_jit_works(fn: Callable, args: tuple) -> bool:
-    """Whether the tf_ops op compiles under XLA (the library has a lowering)."""
+def _tf_ops_jit(fn: Callable, args: tuple) -> Callable | None:
+    """The tf_ops op under jit_compile, already compiled for `args`, or None
+    when XLA cannot compile it."""
+    jitted = tf.function(fn, jit_compile=True)
     try:
-        tf.function(fn, jit_compile=True)(*args)
-        return True
+        jitted(*args)
     except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError,
             tf.errors.NotFoundError):
-        return False
+        return None
+    return jitted
 
 
 def _candidates(case: Case, pass_: str, x, g, v, copy_src) -> dict[str, Callable[[], object]]:
@@ -76,8 +78,9 @@ def _candidates(case: Case, pass_: str, x, g, v, copy_src) -> dict[str, Callable
         "tf_eager": _bind(theirs, *args),
         "copy": _bind(tf.function(lambda t: tf.raw_ops.DeepCopy(x=t)), copy_src),
     }
-    if _tf_ops_jit_works(ours, args):
-        candidates["tf_ops_xla"] = _bind(tf.function(ours, jit_compile=True), *args)
+    jitted = _tf_ops_jit(ours, args)
+    if jitted is not None:
+        candidates["tf_ops_xla"] = _bind(jitted, *args)
     return candidates
 
 

@@ -97,7 +97,7 @@ def _mish_second_derivative(x: tf.Tensor) -> tf.Tensor:
 
 def _hard_swish_second_derivative(x: tf.Tensor) -> tf.Tensor:
     # 1/3 strictly inside (-3, 3), where f' = (2x + 3) / 6; 0 outside.
-    return tf.where((x > -3.0) & (x < 3.0), tf.fill(tf.shape(x), tf.constant(1.0 / 3.0, x.dtype)), tf.zeros_like(x))
+    return tf.cast((x > -3.0) & (x < 3.0), x.dtype) * (1.0 / 3.0)
 
 
 def _register_features_activation(
