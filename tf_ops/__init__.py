@@ -1,5 +1,10 @@
 """tf_ops: fused activation ops for TensorFlow, with CPU and CUDA kernels.
 
+The functions (`leaky_relu`, `elu`, `gelu`, `swish`, `mish`, `hard_swish`, ..., each
+with its `*_grad` and `*_grad_grad`) and the Keras layers in `tf_ops.layers` are made
+from one table, ``tf_ops/python/activation_table.py``, and the ops' C++ registration;
+`help(tf_ops.gelu)` shows each signature and docstring.
+
 Example:
   >>> import tensorflow as tf
   >>> import tf_ops
@@ -13,42 +18,25 @@ Example:
 
 from tf_ops import layers  # Keras layers; registers the activations with Keras
 from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
-from tf_ops.python.activations import (
-    elu,
-    elu_grad,
-    gelu,
-    gelu_grad,
-    hard_swish,
-    hard_swish_grad,
-    leaky_relu,
-    leaky_relu_grad,
-    mish,
-    mish_grad,
-    swish,
-    swish_grad,
-)
+from tf_ops.python.activations import FUNCTIONS as _FUNCTIONS
 from tf_ops.python.cpu_info import active_cpu_isa
 from tf_ops.python.library import BuildInfo, build_info, library_path, load_library
+from tf_ops.python.portable import is_portable, portable
 
-__all__ = [
-    "BuildInfo",
-    "active_cpu_isa",
-    "build_info",
-    "elu",
-    "elu_grad",
-    "gelu",
-    "gelu_grad",
-    "hard_swish",
-    "hard_swish_grad",
-    "layers",
-    "leaky_relu",
-    "leaky_relu_grad",
-    "library_path",
-    "load_library",
-    "mish",
-    "mish_grad",
-    "swish",
-    "swish_grad",
-]
+globals().update(_FUNCTIONS)
+
+__all__ = sorted(
+    [
+        *_FUNCTIONS,
+        "BuildInfo",
+        "active_cpu_isa",
+        "build_info",
+        "is_portable",
+        "layers",
+        "library_path",
+        "load_library",
+        "portable",
+    ]
+)
 
 __version__ = "0.1.0"
