@@ -517,6 +517,28 @@ SPECS: tuple[OpSpec, ...] = (
 # ---------------------------------------------------------------------------
 
 
+def function_name(spec: OpSpec) -> str:
+    """The public Python function of the spec's op: ``HardSwish`` -> ``hard_swish``."""
+    return tf_ops.python.op_info.snake_case(spec.name)
+
+
+def layer_class(spec: OpSpec) -> type:
+    """The Keras layer (tf_ops.layers) computing the spec's op."""
+    return next(c for c in tf_ops.layers.LAYERS.values() if c.ENTRY.op == spec.name)
+
+
+def make_layer(spec: OpSpec, attrs: Attrs):
+    """The spec's layer with these op attributes, passed under the layer's argument names."""
+    cls = layer_class(spec)
+    to_arg = {op_attr: arg for arg, op_attr in cls.ENTRY.layer_args.items()}
+    return cls(**{to_arg.get(k, k): v for k, v in attrs.items()})
+
+
+def non_default_attrs(spec: OpSpec) -> dict:
+    """An attribute variant other than the defaults (the first), where the op has one."""
+    return dict(spec.attr_variants[1] if len(spec.attr_variants) > 1 else spec.attr_variants[0])
+
+
 def attrs_id(attrs: Attrs) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(attrs.items())) or "default"
 

@@ -26,7 +26,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 import tf_ops
 from checks import assert_close
-from op_specs import SPECS, Tolerance, sample
+from op_specs import SPECS, Tolerance, function_name, make_layer, sample
 from subprocesses import SCRIPTS, run_python
 
 pytestmark = pytest.mark.slow
@@ -46,20 +46,14 @@ def _inputs() -> np.ndarray:
     return np.stack(rows).astype(np.float32)
 
 
-def _layer(spec, attrs):
-    layer_cls = next(c for c in tf_ops.layers.LAYERS.values() if c.ENTRY.op == spec.name)
-    to_arg = {op_attr: arg for arg, op_attr in layer_cls.ENTRY.layer_args.items()}
-    return layer_cls(**{to_arg.get(k, k): v for k, v in attrs.items()})
-
-
 def _branches():
     """(label, spec, layer): every layer with every attribute variant, and every activation
     function through keras.layers.Activation (how Dense(activation=...) calls it)."""
     for spec in SPECS:
         for attrs in spec.attr_variants:
             label = f"{spec.name}({', '.join(f'{k}={v}' for k, v in attrs.items())})"
-            yield label, spec, _layer(spec, attrs)
-        fn = getattr(tf_ops, tf_ops.python.op_info.snake_case(spec.name))
+            yield label, spec, make_layer(spec, attrs)
+        fn = getattr(tf_ops, function_name(spec))
         yield f"Activation(tf_ops.{fn.__name__})", spec, keras.layers.Activation(fn)
 
 

@@ -20,6 +20,8 @@ from op_specs import (
     SPECS,
     Tolerance,
     as_f64,
+    function_name,
+    layer_class,
     dtype_params,
     round_attrs,
     sample,
@@ -52,7 +54,7 @@ def _all_passes(spec, attrs):
                 y = spec.forward(x, **attrs)
             dx = inner.gradient(y, x, output_gradients=g)
         d2x = outer.gradient(dx, x)
-        grad_grad = getattr(tf_ops, f"{tf_ops.python.op_info.snake_case(spec.name)}_grad_grad")
+        grad_grad = getattr(tf_ops, f"{function_name(spec)}_grad_grad")
         return (y, dx, d2x, spec.grad_op(g, v, **attrs), *grad_grad(g, g, v, **attrs))
 
     return fn
@@ -160,12 +162,8 @@ def test_portable_checks_like_the_ops():
 
 @pytest.mark.parametrize("spec", [pytest.param(s, id=s.name) for s in SPECS])
 def test_portable_layers_match_fused_layers(spec):
-    layer_cls = next(
-        getattr(tf_ops.layers, name) for name in tf_ops.layers.__all__
-        if getattr(tf_ops.layers, name).ENTRY.op == spec.name
-    )
     x = tf.constant(to_dtype(sample((64,), seed=62), tf.float32))
-    layer = layer_cls()
+    layer = layer_class(spec)()
     with tf_ops.portable():
         portable_y = tf.function(layer)(x)
     assert_close(portable_y, as_f64(layer(x)), spec.tolerance(tf.float32).__class__(

@@ -87,7 +87,11 @@ class FusedActivation(keras.layers.Layer):
             given = ", ".join(f"{a}={getattr(self, a)!r}" for a in arguments)
             raise ValueError(f"{type(self).__name__}({given}): {err}") from None
         self.supports_masking = True
-        self.built = True  # stateless, as Keras's own activation layers
+        # Stateless: built now, as Keras's own activation layers are (unless a subclass
+        # overrides build). Older Keras versions without this build on first call.
+        build_at_init = getattr(self, "_build_at_init", None)
+        if build_at_init is not None:
+            build_at_init()
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         inputs = tf.convert_to_tensor(inputs)

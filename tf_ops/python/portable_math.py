@@ -76,7 +76,7 @@ def erfc(z: tf.Tensor) -> tf.Tensor:
 
     Example:
       >>> erfc(tf.constant([0.0, 3.0])).numpy()
-      array([1.        , 0.00002209], dtype=float32)
+      array([1.0000000e+00, 2.2090497e-05], dtype=float32)
     """
     if z.dtype == tf.float64:
         return tf.math.erfc(z)
