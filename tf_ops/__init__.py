@@ -16,16 +16,22 @@ from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradi
 from tf_ops.python.activations import (
     elu,
     elu_grad,
+    elu_grad_grad,
     gelu,
     gelu_grad,
+    gelu_grad_grad,
     hard_swish,
     hard_swish_grad,
+    hard_swish_grad_grad,
     leaky_relu,
     leaky_relu_grad,
+    leaky_relu_grad_grad,
     mish,
     mish_grad,
+    mish_grad_grad,
     swish,
     swish_grad,
+    swish_grad_grad,
 )
 from tf_ops.python.cpu_info import active_cpu_isa
 from tf_ops.python.library import BuildInfo, build_info, library_path, load_library
@@ -36,19 +42,25 @@ __all__ = [
     "build_info",
     "elu",
     "elu_grad",
+    "elu_grad_grad",
     "gelu",
     "gelu_grad",
+    "gelu_grad_grad",
     "hard_swish",
     "hard_swish_grad",
+    "hard_swish_grad_grad",
     "layers",
     "leaky_relu",
     "leaky_relu_grad",
+    "leaky_relu_grad_grad",
     "library_path",
     "load_library",
     "mish",
     "mish_grad",
+    "mish_grad_grad",
     "swish",
     "swish_grad",
+    "swish_grad_grad",
 ]
 
 __version__ = "0.1.0"

@@ -11,7 +11,9 @@ the same as ``tf_ops/cc/activation_math.h``: same branches at 0, the same limits
 +-inf (never NaN) and NaN propagation, half and bfloat16 computed in float32 and
 rounded once. The forward composite takes its gradient from the grad-op composite
 ``g * f'(v)``, as the op does, and TensorFlow differentiates that for the second
-and higher orders, which gives the same derivatives as ``gradients.py``.
+and higher orders. The grad-grad composite (``u * f'(v)``, ``u * g * f''(v)``) is
+derived from f'(v) by TensorFlow's autodiff, not stated again; so is the third
+derivative that ``gradients.py`` needs for third and higher orders (`derivative`).
 """
 
 from __future__ import annotations
@@ -176,6 +178,52 @@ def grad_op(name: str, gradients, v, **attrs) -> tf.Tensor:
             f"must have the same shape, got {g.shape} and {v.shape}"
         )
     return _in_compute_type(lambda g, v: g * derivative(v, **attrs), g, v)
+
+
+def _nth_derivative(fn: Callable, v: tf.Tensor, n: int) -> tf.Tensor:
+    """d^n fn(v) / dv^n of an elementwise fn, by TF autodiff (nested tapes); zeros
+    where TF finds no dependence (a piecewise-constant f')."""
+    if n == 0:
+        return fn(v)
+    with tf.GradientTape() as tape:
+        tape.watch(v)
+        y = _nth_derivative(fn, v, n - 1)
+    return tape.gradient(y, v, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+
+def derivative(name: str, v, order: int = 1, **attrs) -> tf.Tensor:
+    """The `order`-th derivative in v of the composite f'(v) of ``TfOps>{name}Grad``
+    (order 0: f'(v) itself), by TF autodiff, in the compute type, rounded once."""
+    _check_attrs(name, attrs)
+    f_prime = _ACTIVATIONS[name][1]
+    attrs = _as_kernel_attrs(attrs)
+    return _in_compute_type(
+        lambda v: _nth_derivative(lambda t: f_prime(t, **attrs), v, order), tf.convert_to_tensor(v)
+    )
+
+
+def grad_grad_op(name: str, upstream, gradients, v, **attrs) -> tuple[tf.Tensor, tf.Tensor]:
+    """The composite of ``TfOps>{name}GradGrad``: ``upstream * f'(v)`` and
+    ``upstream * gradients * f''(v)``, f'' by TF autodiff of the composite f'(v)."""
+    _check_attrs(name, attrs)
+    _, f_prime, takes_outputs, _ = _ACTIVATIONS[name]
+    kernel_attrs = _as_kernel_attrs(attrs)
+    u = tf.convert_to_tensor(upstream)
+    g = tf.convert_to_tensor(gradients, u.dtype)
+    v = tf.convert_to_tensor(v, u.dtype)
+    if not all(a.shape.is_compatible_with(b.shape) for a, b in ((u, g), (u, v), (g, v))):
+        raise ValueError(
+            f"TfOps>{name}GradGrad: upstream, gradients and {'outputs' if takes_outputs else 'features'} "
+            f"must have the same shape, got {u.shape}, {g.shape} and {v.shape}"
+        )
+
+    def one(fn):
+        return _in_compute_type(fn, u, g, v)
+
+    def d_v(u, g, v):
+        return u * g * _nth_derivative(lambda t: f_prime(t, **kernel_attrs), v, 1)
+
+    return one(lambda u, g, v: u * f_prime(v, **kernel_attrs)), one(d_v)
 
 
 def forward(name: str, features, **attrs) -> tf.Tensor:

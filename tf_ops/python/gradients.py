@@ -1,10 +1,16 @@
-"""Gradient registrations for every tf_ops op, first and second order.
+"""Gradient registrations for every tf_ops op, at every order.
 
-Forward op ``TfOps>X`` gets its gradient from the grad op ``TfOps>XGrad``; the
-grad op itself is differentiable too, so nested tapes, `tf.hessians` and
-gradient-of-gradient penalties work. For a grad op G(g, v) = g * f'(v):
-``dG/dg = f'(v)`` (the grad op applied to the upstream gradient) and
-``dG/dv = g * d f'(v) / dv`` (composed from TF ops; see shared/activations-math.md).
+For an activation f with grad op G(g, v) = g * f'(v) (v: the features, or the
+outputs for Elu) and grad-grad op GG(u, g, v) = (u * f'(v), u * g * f''(v)):
+
+- ``TfOps>X``: the gradient is G(dy, v);
+- ``TfOps>XGrad``: the gradient for upstream u is GG(u, g, v), both derivatives
+  in one fused pass;
+- ``TfOps>XGradGrad``: for upstream (ua, ub) of its outputs (a, b) =
+  (u f', u g f''), d_u = ua f' + ub g f'', d_g = ub u f'', d_v = ua u f'' +
+  ub u g f''', composed from GG and TF ops; f''' comes from TF's autodiff of the
+  composite f'(v) in ``composites.py``, which TF differentiates further for any
+  higher order. No derivative is stated here.
 
 Registration happens once per process: importing or reloading this module again
 does not raise "Registering two gradient with name".
@@ -15,9 +21,9 @@ from __future__ import annotations
 from typing import Callable
 
 import tensorflow as tf
-from tensorflow.python.framework import ops
+from tensorflow.python.framework import op_def_registry, ops
 
-from tf_ops.python import activations
+from tf_ops.python import activations, composites
 
 
 def _register_gradient(op_type: str) -> Callable[[Callable], Callable]:
@@ -33,101 +39,48 @@ def _register_gradient(op_type: str) -> Callable[[Callable], Callable]:
     return decorator
 
 
-@_register_gradient("TfOps>LeakyRelu")
-def _leaky_relu_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-    return activations.leaky_relu_grad(grad, op.inputs[0], alpha=op.get_attr("alpha"))
+def _attrs(op: tf.Operation) -> dict:
+    """The op's attributes other than T (also for the eager tape's stand-in ops)."""
+    return {a.name: op.get_attr(a.name) for a in op_def_registry.get(op.type).attr if a.name != "T"}
 
 
-@_register_gradient("TfOps>LeakyReluGrad")
-def _leaky_relu_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    # Linear in g; piecewise constant in x, so d/dx is 0 (as TF's LeakyReluGrad).
-    features = op.inputs[1]
-    alpha = op.get_attr("alpha")
-    return activations.leaky_relu_grad(grad, features, alpha=alpha), tf.zeros_like(features)
-
-
-@_register_gradient("TfOps>Elu")
-def _elu_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-    return activations.elu_grad(grad, op.outputs[0], alpha=op.get_attr("alpha"))
-
-
-@_register_gradient("TfOps>EluGrad")
-def _elu_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    # G(g, y) = g where y > 0 else g * (y + alpha): dG/dy = g on the y <= 0 branch.
-    gradients, outputs = op.inputs
-    alpha = op.get_attr("alpha")
-    d_outputs = tf.where(outputs > 0, tf.zeros_like(grad), grad * gradients)
-    return activations.elu_grad(grad, outputs, alpha=alpha), d_outputs
-
-
-# Second derivatives f''(x), composed from TF ops: used for d(grad op)/dx, and
-# themselves differentiable by TF, so any order works.
-_SQRT_2_OVER_PI = 0.7978845608028654
-_INV_SQRT_2PI = 0.3989422804014327
-_TANH_COEFF = 0.044715
-
-
-def _gelu_second_derivative(x: tf.Tensor, approximate: bool) -> tf.Tensor:
-    if not approximate:
-        # phi(x) (2 - x^2)
-        return _INV_SQRT_2PI * tf.exp(-0.5 * x * x) * (2.0 - x * x)
-    # f = x s(z), z = 2 sqrt(2/pi) (x + a x^3): f'' = s (1-s) (2 z' + x (1-2s) z'^2 + x z'').
-    z = 2.0 * _SQRT_2_OVER_PI * (x + _TANH_COEFF * x * x * x)
-    dz = 2.0 * _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_COEFF * x * x)
-    d2z = 12.0 * _SQRT_2_OVER_PI * _TANH_COEFF * x
-    s, sm = tf.sigmoid(z), tf.sigmoid(-z)  # sm = 1 - s without cancellation
-    return s * sm * (2.0 * dz + x * (sm - s) * dz * dz + x * d2z)
-
-
-def _swish_second_derivative(x: tf.Tensor, beta: float) -> tf.Tensor:
-    # beta s (1-s) (2 + z (1 - 2s)), z = beta x.
-    z = beta * x
-    s, sm = tf.sigmoid(z), tf.sigmoid(-z)  # sm = 1 - s without cancellation
-    return beta * s * sm * (2.0 + z * (sm - s))
-
-
-def _mish_second_derivative(x: tf.Tensor) -> tf.Tensor:
-    # With t = tanh(softplus x), s = sigmoid x, D = (1 - t^2) s:
-    # f'' = 2 D + x (1 - t^2) s (1 - s - 2 t s).
-    t = tf.tanh(tf.math.softplus(x))
-    s = tf.sigmoid(x)
-    d = (1.0 - t * t) * s
-    return 2.0 * d + x * d * (1.0 - s - 2.0 * t * s)
-
-
-def _hard_swish_second_derivative(x: tf.Tensor) -> tf.Tensor:
-    # 1/3 strictly inside (-3, 3), where f' = (2x + 3) / 6; 0 outside.
-    return tf.cast((x > -3.0) & (x < 3.0), x.dtype) * (1.0 / 3.0)
-
-
-def _register_features_activation(
+def _register_activation(
     name: str,
     grad_op: Callable[..., tf.Tensor],
-    second_derivative: Callable[..., tf.Tensor],
-    attrs: tuple[str, ...] = (),
+    grad_grad_op: Callable[..., tuple[tf.Tensor, tf.Tensor]],
+    grad_takes_outputs: bool = False,
 ) -> None:
-    """Registers the gradients of ``TfOps>{name}`` and ``TfOps>{name}Grad`` for an
-    activation whose grad op takes the features: G(g, x) = g * f'(x), so
-    dG/dg = G(u, x) and dG/dx = u * g * f''(x)."""
-
-    def attr_values(op: tf.Operation) -> dict:
-        return {attr: op.get_attr(attr) for attr in attrs}
+    """Registers the gradients of ``TfOps>{name}``, its grad op and its grad-grad op."""
 
     @_register_gradient(f"TfOps>{name}")
     def _forward_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-        return grad_op(grad, op.inputs[0], **attr_values(op))
+        v = op.outputs[0] if grad_takes_outputs else op.inputs[0]
+        return grad_op(grad, v, **_attrs(op))
 
     @_register_gradient(f"TfOps>{name}Grad")
     def _grad_op_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        gradients, features = op.inputs
-        values = attr_values(op)
-        return (
-            grad_op(grad, features, **values),
-            grad * gradients * second_derivative(features, **values),
-        )
+        gradients, v = op.inputs
+        return grad_grad_op(grad, gradients, v, **_attrs(op))
+
+    @_register_gradient(f"TfOps>{name}GradGrad")
+    def _grad_grad_op_grad(op: tf.Operation, grad_a, grad_b) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        u, g, v = op.inputs
+        attrs = _attrs(op)
+        d_u, d_g, d_v = tf.zeros_like(u), tf.zeros_like(g), tf.zeros_like(v)
+        if grad_a is not None:  # a = u f': d/du = ua f', d/dv = ua u f''
+            ua_f1, ua_u_f2 = grad_grad_op(grad_a, u, v, **attrs)
+            d_u, d_v = d_u + ua_f1, d_v + ua_u_f2
+        if grad_b is not None:  # b = u g f'': d/du = ub g f'', d/dg = ub u f'', d/dv = ub u g f'''
+            _, ub_g_f2 = grad_grad_op(grad_b, g, v, **attrs)
+            _, ub_u_f2 = grad_grad_op(grad_b, u, v, **attrs)
+            f3 = composites.derivative(name, v, order=2, **attrs)
+            d_u, d_g, d_v = d_u + ub_g_f2, d_g + ub_u_f2, d_v + grad_b * u * g * f3
+        return d_u, d_g, d_v
 
 
-_register_features_activation("Gelu", activations.gelu_grad, _gelu_second_derivative, ("approximate",))
-_register_features_activation("Swish", activations.swish_grad, _swish_second_derivative, ("beta",))
-_register_features_activation("Mish", activations.mish_grad, _mish_second_derivative)
-_register_features_activation("HardSwish", activations.hard_swish_grad, _hard_swish_second_derivative)
+_register_activation("LeakyRelu", activations.leaky_relu_grad, activations.leaky_relu_grad_grad)
+_register_activation("Elu", activations.elu_grad, activations.elu_grad_grad, grad_takes_outputs=True)
+_register_activation("Gelu", activations.gelu_grad, activations.gelu_grad_grad)
+_register_activation("Swish", activations.swish_grad, activations.swish_grad_grad)
+_register_activation("Mish", activations.mish_grad, activations.mish_grad_grad)
+_register_activation("HardSwish", activations.hard_swish_grad, activations.hard_swish_grad_grad)
