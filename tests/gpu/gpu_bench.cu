@@ -1,5 +1,6 @@
 // Benchmark mode of the GPU self-test (`tf_ops_gpu_selftest --bench`):
-// bandwidth of every activation's forward and backward kernel, per dtype, at
+// bandwidth of every activation's forward, backward and grad-grad kernel, per
+// dtype, at
 // 2^28 elements, next to a device-to-device copy of the same bytes measured in
 // the same run. Elementwise kernels are memory-bound, so "% of copy" is the
 // figure of merit (targets: >= 85% in float32, >= 80% in half and bfloat16).
@@ -52,11 +53,14 @@ struct Buffers {
   void* a;
   void* b;
   void* c;
+  void* d;
+  void* e;
   void* copy_src;
   void* copy_dst;
 };
 
-// One dtype: each op's forward and backward against a copy of equal bytes.
+// One dtype: each op's forward, backward and grad-grad against a copy of
+// equal bytes.
 template <typename Op>
 void BenchOp(const Op& op, const char* label, Dtype dtype, const char* dname,
              size_t elem, int64_t n, const Buffers& buf, double* worst) {
@@ -64,8 +68,12 @@ void BenchOp(const Op& op, const char* label, Dtype dtype, const char* dname,
   const double bwd_bytes = 3.0 * n * elem;  // read g and v, write dx
   const double fwd_ms = MedianMs(
       [&] { LaunchForward(op, dtype, buf.a, buf.b, n, nullptr); });
+  const double gg_bytes = 5.0 * n * elem;  // read u, g and v, write d_g, d_v
   const double bwd_ms = MedianMs(
       [&] { LaunchBackward(op, dtype, buf.a, buf.b, buf.c, n, nullptr); });
+  const double gg_ms = MedianMs([&] {
+    LaunchGradGrad(op, dtype, buf.a, buf.b, buf.c, buf.d, buf.e, n, nullptr);
+  });
   // Copies moving the same bytes: half read, half written.
   const double copy_fwd_ms = MedianMs([&] {
     cudaMemcpyAsync(buf.copy_dst, buf.copy_src, fwd_bytes / 2,
@@ -75,13 +83,19 @@ void BenchOp(const Op& op, const char* label, Dtype dtype, const char* dname,
     cudaMemcpyAsync(buf.copy_dst, buf.copy_src, bwd_bytes / 2,
                     cudaMemcpyDeviceToDevice);
   });
+  const double copy_gg_ms = MedianMs([&] {
+    cudaMemcpyAsync(buf.copy_dst, buf.copy_src, gg_bytes / 2,
+                    cudaMemcpyDeviceToDevice);
+  });
   CUDA_CHECK(cudaGetLastError());
   const double fwd_pct = 100.0 * copy_fwd_ms / fwd_ms;
   const double bwd_pct = 100.0 * copy_bwd_ms / bwd_ms;
-  std::printf("| %s | %s | %.0f | %.0f%% | %.0f | %.0f%% |\n", label, dname,
-              fwd_bytes / fwd_ms / 1e6, fwd_pct, bwd_bytes / bwd_ms / 1e6,
-              bwd_pct);
-  *worst = std::min(*worst, std::min(fwd_pct, bwd_pct));
+  const double gg_pct = 100.0 * copy_gg_ms / gg_ms;
+  std::printf("| %s | %s | %.0f | %.0f%% | %.0f | %.0f%% | %.0f | %.0f%% |\n",
+              label, dname, fwd_bytes / fwd_ms / 1e6, fwd_pct,
+              bwd_bytes / bwd_ms / 1e6, bwd_pct, gg_bytes / gg_ms / 1e6,
+              gg_pct);
+  *worst = std::min(*worst, std::min(fwd_pct, std::min(bwd_pct, gg_pct)));
 }
 
 template <typename Op>
@@ -100,26 +114,28 @@ void BenchAllDtypes(const Op& op, const char* label, int64_t n,
 int RunBenchmarks(int64_t n) {
   Buffers buf{};
   const size_t bytes = static_cast<size_t>(n) * 8;  // room for float64
-  for (void** p : {&buf.a, &buf.b, &buf.c}) {
+  for (void** p : {&buf.a, &buf.b, &buf.c, &buf.d, &buf.e}) {
     CUDA_CHECK(cudaMalloc(p, bytes));
     CUDA_CHECK(cudaMemset(*p, 0, bytes));
   }
-  CUDA_CHECK(cudaMalloc(&buf.copy_src, bytes * 3 / 2));
-  CUDA_CHECK(cudaMalloc(&buf.copy_dst, bytes * 3 / 2));
-  CUDA_CHECK(cudaMemset(buf.copy_src, 0, bytes * 3 / 2));
+  CUDA_CHECK(cudaMalloc(&buf.copy_src, bytes * 5 / 2));
+  CUDA_CHECK(cudaMalloc(&buf.copy_dst, bytes * 5 / 2));
+  CUDA_CHECK(cudaMemset(buf.copy_src, 0, bytes * 5 / 2));
 
   std::printf("\n%lld elements; GB/s = bytes read + written per second; "
               "%% of a device-to-device copy of the same bytes\n\n",
               static_cast<long long>(n));
   std::printf("| op | dtype | forward GB/s | forward %% copy | backward GB/s "
-              "| backward %% copy |\n|---|---|---|---|---|---|\n");
+              "| backward %% copy | grad-grad GB/s | grad-grad %% copy |\n"
+              "|---|---|---|---|---|---|---|---|\n");
   double worst[4] = {1e9, 1e9, 1e9, 1e9};  // f32, f16, bf16, f64
   // Every activation in the list, with its default attributes.
 #define TF_OPS_BENCH(Name) BenchAllDtypes(Name{}, #Name, n, buf, worst);
   TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_BENCH)
 #undef TF_OPS_BENCH
   BenchAllDtypes(Gelu{true}, "Gelu approximate", n, buf, worst);
-  for (void* p : {buf.a, buf.b, buf.c, buf.copy_src, buf.copy_dst}) {
+  for (void* p : {buf.a, buf.b, buf.c, buf.d, buf.e, buf.copy_src,
+                  buf.copy_dst}) {
     CUDA_CHECK(cudaFree(p));
   }
   const bool ok = worst[0] >= 85.0 && worst[1] >= 80.0 && worst[2] >= 80.0;

@@ -1,7 +1,7 @@
 // TF-free self-test of the CUDA engine: runs every activation in
-// activation_list.h, forward and backward, in every dtype, on the GPU through
-// the same launchers the TensorFlow kernels call, and compares each element
-// with the CPU engine (elementwise_cpu.h) on the same inputs.
+// activation_list.h, forward, backward and grad-grad, in every dtype, on the
+// GPU through the same launchers the TensorFlow kernels call, and compares
+// each element with the CPU engine (elementwise_cpu.h) on the same inputs.
 //
 // Build and run on a GPU machine (no TensorFlow needed):
 //   tools/gpu_selftest.sh
@@ -125,7 +125,62 @@ bool Compare(const char* what, const std::vector<T>& got,
   return false;
 }
 
-// One activation, one dtype, one size: forward, forward in place, backward.
+// The grad-grad op on the GPU against the CPU engine: both outputs, in place
+// (d_g over u, d_v over g, as TF may forward them), each output alone, and
+// off the 16-byte grid (elements 1..n-1).
+template <typename Op, typename T>
+bool CheckGradGrad(const Op& op, const std::string& name,
+                   const std::vector<T>& u, const std::vector<T>& g,
+                   const std::vector<T>& v) {
+  const Dtype dtype = DtypeInfo<T>::kDtype;
+  const int64_t n = static_cast<int64_t>(v.size());
+  std::vector<T> a_cpu(n), b_cpu(n);
+  CpuGradGrad(op, dtype, u.data(), g.data(), v.data(), a_cpu.data(),
+              b_cpu.data(), 0, n);
+  T* d_u = ToDevice(u);
+  T* d_g = ToDevice(g);
+  T* d_v = ToDevice(v);
+  T* d_a = ToDevice(std::vector<T>(n));
+  T* d_b = ToDevice(std::vector<T>(n));
+  bool ok = true;
+  auto expect = [&](const char* err, const std::string& what, T* dev,
+                    const std::vector<T>& want, int64_t skip) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (err != nullptr) {
+      std::printf("FAIL %s: launch error %s\n", what.c_str(), err);
+      ok = false;
+      return;
+    }
+    const std::vector<T> got = ToHost(dev, n);
+    ok = Compare((name + " grad-grad " + what).c_str(),
+                 std::vector<T>(got.begin() + skip, got.end()),
+                 std::vector<T>(want.begin() + skip, want.end())) &&
+         ok;
+  };
+  const char* err =
+      LaunchGradGrad(op, dtype, d_u, d_g, d_v, d_a, d_b, n, nullptr);
+  expect(err, "d_g", d_a, a_cpu, 0);
+  expect(err, "d_v", d_b, b_cpu, 0);
+  CUDA_CHECK(cudaMemset(d_a, 0, sizeof(T) * n));
+  err = LaunchGradGrad(op, dtype, d_u, d_g, d_v, nullptr, d_b, n, nullptr);
+  expect(err, "d_v alone", d_b, b_cpu, 0);
+  err = LaunchGradGrad(op, dtype, d_u, d_g, d_v, d_a, nullptr, n, nullptr);
+  expect(err, "d_g alone", d_a, a_cpu, 0);
+  if (n > 1) {
+    err = LaunchGradGrad(op, dtype, d_u + 1, d_g + 1, d_v + 1, d_a + 1,
+                         d_b + 1, n - 1, nullptr);
+    expect(err, "d_g unaligned", d_a, a_cpu, 1);
+    expect(err, "d_v unaligned", d_b, b_cpu, 1);
+  }
+  err = LaunchGradGrad(op, dtype, d_u, d_g, d_v, d_u, d_g, n, nullptr);
+  expect(err, "d_g in-place", d_u, a_cpu, 0);
+  expect(err, "d_v in-place", d_g, b_cpu, 0);
+  for (T* p : {d_u, d_g, d_v, d_a, d_b}) CUDA_CHECK(cudaFree(p));
+  return ok;
+}
+
+// One activation, one dtype, one size: forward, forward in place, backward,
+// grad-grad.
 template <typename Op, typename T>
 void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
   const Dtype dtype = DtypeInfo<T>::kDtype;
@@ -133,6 +188,7 @@ void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
                            std::to_string(n);
   std::vector<T> x = MakeInput<T>(n, 1234u + static_cast<uint32_t>(n));
   std::vector<T> g = MakeInput<T>(n, 99u + static_cast<uint32_t>(n));
+  std::vector<T> u = MakeInput<T>(n, 7u + static_cast<uint32_t>(n));
   // Elu's grad op takes the outputs; the others take the features.
   std::vector<T> y_cpu(n), v(n), dx_cpu(n);
   CpuForward(op, dtype, x.data(), y_cpu.data(), 0, n);
@@ -173,6 +229,7 @@ void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
   ok = ok && err == nullptr &&
        Compare((name + " backward in-place").c_str(), ToHost(d_g, n), dx_cpu);
   if (err != nullptr) std::printf("FAIL %s: launch error %s\n", name.c_str(), err);
+  ok = CheckGradGrad(op, name, u, g, v) && ok;
 
   CUDA_CHECK(cudaFree(d_x));
   CUDA_CHECK(cudaFree(d_g));
@@ -197,7 +254,9 @@ void CheckOp(const Op& op, const std::string& label, Tally* t) {
   }
   // An empty tensor launches nothing and reports no error.
   if (LaunchForward(op, Dtype::kFloat, nullptr, nullptr, 0, nullptr) !=
-      nullptr) {
+          nullptr ||
+      LaunchGradGrad(op, Dtype::kFloat, nullptr, nullptr, nullptr, nullptr,
+                     nullptr, 0, nullptr) != nullptr) {
     std::printf("FAIL %s: empty launch reported an error\n", label.c_str());
     ++t->failures;
   }

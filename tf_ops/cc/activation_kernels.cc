@@ -1,5 +1,5 @@
-// Kernel registrations: every activation in activation_list.h, forward and
-// grad op, for half, bfloat16, float and double, on CPU and (when built with
+// Kernel registrations: every activation in activation_list.h, forward, grad
+// and grad-grad op, for half, bfloat16, float and double, on CPU and (when built with
 // CUDA) GPU. Nothing here is per-op: the list drives it.
 
 #include "tensorflow/core/framework/op_kernel.h"
@@ -19,7 +19,11 @@ using tensorflow::register_kernel::Name;
       ActivationOp<TAG, T, Act>);                                   \
   REGISTER_KERNEL_BUILDER(                                          \
       Name("TfOps>" #Act "Grad").Device(DEV).TypeConstraint<T>("T"), \
-      ActivationGradOp<TAG, T, Act>);
+      ActivationGradOp<TAG, T, Act>);                               \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>" #Act "GradGrad")            \
+                              .Device(DEV)                          \
+                              .TypeConstraint<T>("T"),              \
+                          ActivationGradGradOp<TAG, T, Act>);
 
 #define TF_OPS_REGISTER_ALL_DTYPES(DEV, TAG, Act)           \
   TF_OPS_REGISTER_KERNELS(DEV, TAG, Act, Eigen::half)       \

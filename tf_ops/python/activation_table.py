@@ -93,11 +93,11 @@ def _ones(x: tf.Tensor):
 
 
 def _leaky_relu(x, alpha=0.2):
-    # max(x, 0) + alpha min(x, 0) is exactly x or alpha x (one term is 0): no select.
+    # Each branch on x clamped to its side, so the branch not taken is finite (tf2onnx
+    # makes the select a multiply-add); NaN fails x > 0 and min(NaN, 0) is NaN.
     negative = tf.minimum(x, 0.0)
-    if alpha == 0:  # 0 * -inf: the limit 0
-        return tf.maximum(x, 0.0) + pm.vanishing_product(negative, tf.zeros_like(x))
-    return tf.maximum(x, 0.0) + alpha * negative
+    negative = pm.vanishing_product(negative, 0.0) if alpha == 0 else alpha * negative
+    return tf.where(x > 0, tf.maximum(x, 0.0), negative)
 
 
 def _leaky_relu_derivative(x, alpha=0.2):

@@ -60,7 +60,9 @@ def grad_grad(entry: Activation, upstream, gradients, v, **attrs) -> tuple[tf.Te
         with tf.GradientTape() as tape:
             tape.watch(v)
             slope = entry.derivative(v, **attrs)
-        return u * slope, tape.gradient(slope, v, output_gradients=u * g)
+        d_v = tape.gradient(slope, v, output_gradients=u * g,
+                            unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return u * slope, d_v
 
     return _in_compute_type(both, u, g, v)
 

@@ -49,7 +49,8 @@ def _third_derivative_times(entry: Activation, w, v, attrs: dict) -> tf.Tensor:
     with tf.GradientTape() as tape:
         tape.watch(v)
         _, second = composites.grad_grad(entry, tf.ones_like(v), tf.ones_like(v), v, **attrs)
-    return tape.gradient(second, v, output_gradients=w)
+    return tape.gradient(second, v, output_gradients=w,
+                         unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
 
 def _register(entry: Activation) -> None:

@@ -14,7 +14,7 @@ from tensorflow.python.framework import op_def_registry
 
 NAMESPACE = "TfOps>"
 # The op families every activation has: "TfOps>Gelu", "TfOps>GeluGrad", ...
-FAMILIES = ("", "Grad")  # TEMP
+FAMILIES = ("", "Grad", "GradGrad")
 
 
 @dataclasses.dataclass(frozen=True)

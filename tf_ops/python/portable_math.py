@@ -19,6 +19,12 @@ docs/deploy.md for the per-runtime tables):
 - There is no ``expm1`` in TFLite or ONNX: ``e^x - 1 = 2t / (1 - t)`` with
   ``t = tanh(x / 2)`` is accurate near 0 and at -inf.
 
+Those forms are used under `tf_ops.portable()`. The other user of the composites, XLA
+in a library built without lowerings, runs in TensorFlow: there `logistic`, `erfc` and
+`expm1_nonpositive` are TensorFlow's own ``sigmoid``, ``erfc`` and ``expm1``, which XLA
+compiles and which are a little more accurate (the grad op of Elu, from the outputs,
+magnifies an ulp of ``y`` near -1).
+
 Everything here takes tensors in the compute type (float32, or float64 for float64).
 """
 
@@ -27,6 +33,8 @@ from __future__ import annotations
 import math
 
 import tensorflow as tf
+
+from tf_ops.python.portable import is_portable
 
 
 def vanishing_product(x: tf.Tensor, w: tf.Tensor, at: str = "-inf") -> tf.Tensor:
@@ -50,13 +58,15 @@ def vanishing_product(x: tf.Tensor, w: tf.Tensor, at: str = "-inf") -> tf.Tensor
 
 
 def logistic(z: tf.Tensor) -> tf.Tensor:
-    """``1 / (1 + e^-z)``: accurate in the lower tail (where ONNX's Sigmoid is not),
-    0 at -inf and 1 at +inf.
+    """The logistic function; portable: ``1 / (1 + e^-z)``, accurate in the lower tail
+    (where ONNX's Sigmoid is not), 0 at -inf and 1 at +inf.
 
     Example:
       >>> logistic(tf.constant([-20.0, 0.0])).numpy()
       array([2.0611537e-09, 5.0000000e-01], dtype=float32)
     """
+    if not is_portable():
+        return tf.sigmoid(z)
     return 1.0 / (1.0 + tf.exp(-z))
 
 
@@ -70,15 +80,16 @@ _ERFC_COEFFS = (
 
 
 def erfc(z: tf.Tensor) -> tf.Tensor:
-    """The complementary error function without an Erfc op (which tf2onnx emits and
-    onnxruntime rejects). float32: the Numerical Recipes fit, relative error < 1.2e-7,
-    accurate in the tail; float64: ``tf.math.erfc`` (the fit is float32-accurate only).
+    """The complementary error function; portable, without an Erfc op (which tf2onnx
+    emits and onnxruntime rejects): in float32 the Numerical Recipes fit, relative
+    error < 1.2e-7, accurate in the tail; in float64 ``tf.math.erfc`` (the fit is
+    float32-accurate only).
 
     Example:
       >>> erfc(tf.constant([0.0, 3.0])).numpy()
       array([1.0000000e+00, 2.2090497e-05], dtype=float32)
     """
-    if z.dtype == tf.float64:
+    if z.dtype == tf.float64 or not is_portable():
         return tf.math.erfc(z)
     az = tf.abs(z)
     t = 1.0 / (1.0 + 0.5 * az)
@@ -90,12 +101,14 @@ def erfc(z: tf.Tensor) -> tf.Tensor:
 
 
 def expm1_nonpositive(x: tf.Tensor) -> tf.Tensor:
-    """``e^x - 1`` for ``x <= 0`` (clamp first): ``2t / (1 - t)``, ``t = tanh(x / 2)``,
-    accurate near 0 and -1 at -inf, in runtimes without an expm1.
+    """``e^x - 1`` for ``x <= 0`` (clamp first); portable: ``2t / (1 - t)``,
+    ``t = tanh(x / 2)``, accurate near 0 and -1 at -inf, for runtimes without expm1.
 
     Example:
       >>> expm1_nonpositive(tf.constant([-1e-6, -np.inf])).numpy()
       array([-9.999995e-07, -1.000000e+00], dtype=float32)
     """
+    if not is_portable():
+        return tf.math.expm1(x)
     t = tf.tanh(0.5 * x)
     return 2.0 * t / (1.0 - t)
