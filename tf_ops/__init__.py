@@ -1,5 +1,9 @@
 """tf_ops: fused activation ops for TensorFlow, with CPU and CUDA kernels.
 
+Importing it loads the ops and their CPU kernels, and their CUDA kernels where they can
+run (a GPU that TensorFlow sees, and an NVIDIA driver new enough for the CUDA runtime they
+were built with); `gpu_status()` says which, and why.
+
 Example:
   >>> import tensorflow as tf
   >>> import tf_ops
@@ -28,16 +32,20 @@ from tf_ops.python.activations import (
     swish_grad,
 )
 from tf_ops.python.cpu_info import active_cpu_isa
-from tf_ops.python.library import BuildInfo, build_info, library_path, load_library
+from tf_ops.python.gpu import GpuFallbackWarning, GpuStatus
+from tf_ops.python.library import BuildInfo, build_info, gpu_status, library_path, load_library
 
 __all__ = [
     "BuildInfo",
+    "GpuFallbackWarning",
+    "GpuStatus",
     "active_cpu_isa",
     "build_info",
     "elu",
     "elu_grad",
     "gelu",
     "gelu_grad",
+    "gpu_status",
     "hard_swish",
     "hard_swish_grad",
     "layers",
