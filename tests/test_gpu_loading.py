@@ -15,7 +15,6 @@ from __future__ import annotations
 import doctest
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
