@@ -6,6 +6,7 @@ TF-free part is enough, and quick."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import stat
@@ -77,12 +78,13 @@ def test_nvcc_version_is_read_from_its_banner(tmp_path):
     assert lines == ["12.4=12.4", "13.0=13.0", "=", "missing="]
 
 
-def _configure(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _configure(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """Configures the TF-free part (the GPU self-test) in a fresh build directory."""
     build = tmp_path / f"build-{len(list(tmp_path.glob('build-*')))}"
+    environment = {k: v for k, v in os.environ.items() if k not in ("CUDAARCHS", "CUDACXX")}
     return subprocess.run(
         [CMAKE, "-S", str(ROOT), "-B", str(build), "-DTF_OPS_WITH_TENSORFLOW=OFF", *args],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env={**environment, **(env or {})},
     )
 
 
@@ -118,3 +120,7 @@ def test_this_machines_nvcc_gets_its_default_architectures(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"(CUDA {release}), CUDA runtime {release}, architectures {expected}" in result.stdout, result.stdout
     assert "tf_ops: CUDA kernels ON" in result.stdout
+    # CMake's own way to choose them, $CUDAARCHS, wins over the default.
+    chosen = _configure(tmp_path, "-DTF_OPS_CUDA=ON", f"-DCMAKE_CUDA_COMPILER={nvcc}", env={"CUDAARCHS": "90-real"})
+    assert chosen.returncode == 0, chosen.stdout[-3000:] + chosen.stderr[-3000:]
+    assert f"(CUDA {release}), CUDA runtime {release}, architectures 90-real\n" in chosen.stdout, chosen.stdout
