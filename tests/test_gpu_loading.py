@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -174,6 +175,32 @@ def test_status_without_gpu_does_not_warn():
     status = gpu.GpuStatus(active=False, reason="TensorFlow sees no GPU.")
     assert not status.should_warn
     assert status.message == "tf_ops: GPU kernels not loaded. TensorFlow sees no GPU."
+
+
+def _readme_table(first_header: str) -> dict[str, str]:
+    """The first two columns of the README's table whose header starts with `first_header`."""
+    lines = (Path(ROOT) / "README.md").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1]
+    return rows
+
+
+def test_readme_driver_tables_are_the_loaders():
+    assert _readme_table("CUDA runtime linked") == {
+        f"{major}.x": driver for major, driver in sorted(gpu.MINOR_VERSION_COMPATIBILITY_DRIVERS.items(), reverse=True)
+    }
+    assert _readme_table("CUDA toolkit that wrote the PTX") == {
+        gpu.version_text(version): driver for version, driver in gpu.TOOLKIT_DRIVERS.items()
+    }
+    # And the warning the README quotes is the one users get (wrapped there).
+    readme = (Path(ROOT) / "README.md").read_text(encoding="utf-8")
+    quoted = readme.split("for example, on an H100 with a CUDA 12.4 driver:\n\n```\n", 1)[1].split("```", 1)[0]
+    assert " ".join(quoted.split()) == TOO_OLD_WARNING
 
 
 def test_gpu_module_examples():
