@@ -29,8 +29,12 @@ _real = {
 def install(gpus: list[tuple[str, tuple[int, int]]], driver: str | None) -> None:
     """Makes TensorFlow list `gpus` ((name, compute capability) each) and makes
     `ctypes.CDLL("libcuda.so.1")` load `driver` instead (None: fail as without a driver)."""
-    devices = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(len(gpus))]
-    details = {d: {"device_name": name, "compute_capability": cc} for d, (name, cc) in zip(devices, gpus)}
+    devices = [
+        tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(len(gpus))
+    ]
+    details = {
+        d: {"device_name": name, "compute_capability": cc} for d, (name, cc) in zip(devices, gpus)
+    }
 
     def list_physical_devices(device_type=None):
         if device_type == "GPU":
@@ -63,11 +67,13 @@ def build_driver(directory: str, version: int, result: int = 0) -> str:
     (1000 * major + 10 * minor) and returns `result` (0: CUDA_SUCCESS); returns its path."""
     path = os.path.join(directory, f"libcuda-{version}-{result}.so")
     source = (
-        "int cuDriverGetVersion(int* version) "
-        f"{{ *version = {version}; return {result}; }}\n"
+        "int cuDriverGetVersion(int* version) " f"{{ *version = {version}; return {result}; }}\n"
     )
     compiler = shutil.which("cc") or shutil.which("gcc") or "c++"
     subprocess.run(
-        [compiler, "-shared", "-fPIC", "-x", "c", "-", "-o", path], input=source, text=True, check=True
+        [compiler, "-shared", "-fPIC", "-x", "c", "-", "-o", path],
+        input=source,
+        text=True,
+        check=True,
     )
     return path

@@ -18,8 +18,7 @@ pytestmark = pytest.mark.slow  # shares a real build with test_build_without_xla
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
-_WITH_A_GPU = textwrap.dedent(
-    """
+_WITH_A_GPU = textwrap.dedent("""
     import json, sys, warnings
     src, tests = sys.argv[1], sys.argv[2]
     sys.path[:0] = [src, tests]
@@ -40,8 +39,7 @@ _WITH_A_GPU = textwrap.dedent(
         "warnings": [str(w.message) for w in caught if issubclass(w.category, tf_ops.GpuFallbackWarning)],
         "devices": sorted({y.device.split(":")[-2].split("/")[-1], dx.device.split(":")[-2].split("/")[-1]}),
     }))
-    """
-)
+    """)
 
 
 def _env() -> dict:
@@ -65,7 +63,11 @@ def test_every_op_runs_on_cpu_kernels_alone(cpu_only_build):
     library = cpu_only_build.src / "tf_ops" / "_tf_ops.so"
     result = subprocess.run(
         [sys.executable, os.path.join(TESTS, "check_op_library.py"), str(library), "--cpu-only"],
-        capture_output=True, text=True, timeout=600, env=_env(), cwd=str(cpu_only_build.tmp),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+        cwd=str(cpu_only_build.tmp),
     )
     summary = result.stdout.strip().splitlines()[-1:] or ["(no output)"]
     assert result.returncode == 0, f"{result.stdout[-8000:]}\n{result.stderr[-4000:]}"
@@ -75,13 +77,20 @@ def test_every_op_runs_on_cpu_kernels_alone(cpu_only_build):
 def test_with_a_gpu_visible_one_warning_says_there_are_no_cuda_kernels(cpu_only_build):
     result = subprocess.run(
         [sys.executable, "-c", _WITH_A_GPU, str(cpu_only_build.src), TESTS],
-        capture_output=True, text=True, timeout=300, env=_env(), cwd=str(cpu_only_build.tmp),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+        cwd=str(cpu_only_build.tmp),
     )
     assert result.returncode == 0, result.stdout + result.stderr[-6000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     status = out["status"]
     assert not status["active"]
-    assert status["reason"] == "This tf_ops was built without CUDA kernels (no nvcc was found, or TF_OPS_CUDA=OFF)."
+    assert (
+        status["reason"]
+        == "This tf_ops was built without CUDA kernels (no nvcc was found, or TF_OPS_CUDA=OFF)."
+    )
     assert status["gpus"] == ["NVIDIA H200 (compute capability 9.0)"]
     assert out["warnings"] == [status["message"]]
     assert out["build_info"]["cuda"] is False and out["build_info"]["cuda_runtime"] is None

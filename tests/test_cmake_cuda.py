@@ -40,7 +40,7 @@ def _fake_nvcc(tmp_path: Path, release: str | None, name: str = "nvcc") -> Path:
     )
     path = tmp_path / f"{name}-{release}" / "nvcc"
     path.parent.mkdir()
-    path.write_text(f'#!/bin/sh\n[ "$1" = --version ] || exit 1\ncat <<\'EOF\'\n{banner}EOF\n')
+    path.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] || exit 1\ncat <<'EOF'\n{banner}EOF\n")
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
@@ -59,7 +59,8 @@ def _fake_nvcc(tmp_path: Path, release: str | None, name: str = "nvcc") -> Path:
 )
 def test_default_architectures_per_toolkit(tmp_path, version, expected):
     (line,) = _cmake_script(
-        tmp_path, f'tf_ops_default_cuda_architectures({version} archs)\nmessage(STATUS "archs=${{archs}}")'
+        tmp_path,
+        f'tf_ops_default_cuda_architectures({version} archs)\nmessage(STATUS "archs=${{archs}}")',
     )
     assert line == f"archs={expected}"
 
@@ -71,7 +72,8 @@ def test_nvcc_version_is_read_from_its_banner(tmp_path):
         "": _fake_nvcc(tmp_path, None),
     }
     body = "".join(
-        f'tf_ops_nvcc_version("{path}" v)\nmessage(STATUS "{expected}=${{v}}")\n' for expected, path in cases.items()
+        f'tf_ops_nvcc_version("{path}" v)\nmessage(STATUS "{expected}=${{v}}")\n'
+        for expected, path in cases.items()
     )
     body += 'tf_ops_nvcc_version("/nonexistent/nvcc" v)\nmessage(STATUS "missing=${v}")\n'
     lines = _cmake_script(tmp_path, body)
@@ -84,7 +86,10 @@ def _configure(tmp_path: Path, *args: str, env: dict | None = None) -> subproces
     environment = {k: v for k, v in os.environ.items() if k not in ("CUDAARCHS", "CUDACXX")}
     return subprocess.run(
         [CMAKE, "-S", str(ROOT), "-B", str(build), "-DTF_OPS_WITH_TENSORFLOW=OFF", *args],
-        capture_output=True, text=True, timeout=300, env={**environment, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**environment, **(env or {})},
     )
 
 
@@ -93,10 +98,15 @@ def test_too_old_toolkit_fails_when_cuda_is_required_and_is_left_out_on_auto(tmp
     required = _configure(tmp_path, "-DTF_OPS_CUDA=ON", f"-DCMAKE_CUDA_COMPILER={nvcc}")
     assert required.returncode != 0
     message = re.sub(r"\s+", " ", required.stderr)
-    assert f"TF_OPS_CUDA=ON, but {nvcc} is CUDA 11.8; tf_ops needs CUDA 12.0 or newer." in message, message
+    assert (
+        f"TF_OPS_CUDA=ON, but {nvcc} is CUDA 11.8; tf_ops needs CUDA 12.0 or newer." in message
+    ), message
     auto = _configure(tmp_path, "-DTF_OPS_CUDA=AUTO", f"-DCMAKE_CUDA_COMPILER={nvcc}")
     assert auto.returncode == 0, auto.stdout + auto.stderr
-    assert f"tf_ops: no CUDA kernels: {nvcc} is CUDA 11.8; tf_ops needs CUDA 12.0 or newer" in auto.stdout
+    assert (
+        f"tf_ops: no CUDA kernels: {nvcc} is CUDA 11.8; tf_ops needs CUDA 12.0 or newer"
+        in auto.stdout
+    )
     assert "tf_ops: CUDA kernels OFF" in auto.stdout
 
 
@@ -114,13 +124,20 @@ def test_this_machines_nvcc_gets_its_default_architectures(tmp_path):
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     release = re.search(r"release (\d+\.\d+)", version).group(1)
     (expected,) = _cmake_script(
-        tmp_path, f'tf_ops_default_cuda_architectures({release} archs)\nmessage(STATUS "${{archs}}")'
+        tmp_path,
+        f'tf_ops_default_cuda_architectures({release} archs)\nmessage(STATUS "${{archs}}")',
     )
     result = _configure(tmp_path, "-DTF_OPS_CUDA=ON", f"-DCMAKE_CUDA_COMPILER={nvcc}")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert f"(CUDA {release}), CUDA runtime {release}, architectures {expected}" in result.stdout, result.stdout
+    assert (
+        f"(CUDA {release}), CUDA runtime {release}, architectures {expected}" in result.stdout
+    ), result.stdout
     assert "tf_ops: CUDA kernels ON" in result.stdout
     # CMake's own way to choose them, $CUDAARCHS, wins over the default.
-    chosen = _configure(tmp_path, "-DTF_OPS_CUDA=ON", f"-DCMAKE_CUDA_COMPILER={nvcc}", env={"CUDAARCHS": "90-real"})
+    chosen = _configure(
+        tmp_path, "-DTF_OPS_CUDA=ON", f"-DCMAKE_CUDA_COMPILER={nvcc}", env={"CUDAARCHS": "90-real"}
+    )
     assert chosen.returncode == 0, chosen.stdout[-3000:] + chosen.stderr[-3000:]
-    assert f"(CUDA {release}), CUDA runtime {release}, architectures 90-real\n" in chosen.stdout, chosen.stdout
+    assert (
+        f"(CUDA {release}), CUDA runtime {release}, architectures 90-real\n" in chosen.stdout
+    ), chosen.stdout

@@ -182,7 +182,7 @@ def _readme_table(first_header: str) -> dict[str, str]:
     lines = (Path(ROOT) / "README.md").read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
     rows = {}
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = [cell.strip() for cell in line.strip("|").split("|")]
@@ -192,14 +192,17 @@ def _readme_table(first_header: str) -> dict[str, str]:
 
 def test_readme_driver_tables_are_the_loaders():
     assert _readme_table("CUDA runtime linked") == {
-        f"{major}.x": driver for major, driver in sorted(gpu.MINOR_VERSION_COMPATIBILITY_DRIVERS.items(), reverse=True)
+        f"{major}.x": driver
+        for major, driver in sorted(gpu.MINOR_VERSION_COMPATIBILITY_DRIVERS.items(), reverse=True)
     }
     assert _readme_table("CUDA toolkit that wrote the PTX") == {
         gpu.version_text(version): driver for version, driver in gpu.TOOLKIT_DRIVERS.items()
     }
     # And the warning the README quotes is the one users get (wrapped there).
     readme = (Path(ROOT) / "README.md").read_text(encoding="utf-8")
-    quoted = readme.split("for example, on an H100 with a CUDA 12.4 driver:\n\n```\n", 1)[1].split("```", 1)[0]
+    quoted = readme.split("for example, on an H100 with a CUDA 12.4 driver:\n\n```\n", 1)[1].split(
+        "```", 1
+    )[0]
     assert " ".join(quoted.split()) == TOO_OLD_WARNING
 
 
@@ -223,7 +226,11 @@ def _gpu_files(tmp_path, *, library: bool = True, info: str | dict | None = None
 
 
 CUDA_BUILD = library.BuildInfo(tensorflow_version=tf.__version__, cuda=True, xla=True)
-GPU_INFO = {"tensorflow_version": tf.__version__, "cuda_runtime": "13.0", "cuda_architectures": list(ARCHS)}
+GPU_INFO = {
+    "tensorflow_version": tf.__version__,
+    "cuda_runtime": "13.0",
+    "cuda_architectures": list(ARCHS),
+}
 
 
 def test_no_build_info_or_no_cuda_build(tmp_path):
@@ -231,14 +238,22 @@ def test_no_build_info_or_no_cuda_build(tmp_path):
     assert not status.active and "no build info" in status.reason and "make build" in status.remedy
     no_cuda = library.BuildInfo(tensorflow_version=tf.__version__, cuda=False, xla=True)
     status = library._load_gpu_kernels(_gpu_files(tmp_path, info=GPU_INFO), no_cuda)
-    assert status.reason == "This tf_ops was built without CUDA kernels (no nvcc was found, or TF_OPS_CUDA=OFF)."
+    assert (
+        status.reason
+        == "This tf_ops was built without CUDA kernels (no nvcc was found, or TF_OPS_CUDA=OFF)."
+    )
     assert "TF_OPS_CUDA=ON" in status.remedy
 
 
 def test_gpu_library_or_its_build_info_missing(tmp_path):
-    status = library._load_gpu_kernels(_gpu_files(tmp_path, library=False, info=GPU_INFO), CUDA_BUILD)
+    status = library._load_gpu_kernels(
+        _gpu_files(tmp_path, library=False, info=GPU_INFO), CUDA_BUILD
+    )
     assert not status.active
-    assert status.reason == f"tf_ops was built with CUDA kernels, but {tmp_path / '_tf_ops_gpu.so'} is missing."
+    assert (
+        status.reason
+        == f"tf_ops was built with CUDA kernels, but {tmp_path / '_tf_ops_gpu.so'} is missing."
+    )
     assert "make build" in status.remedy
     (tmp_path / "_tf_ops_gpu.build.json").unlink()
     status = library._load_gpu_kernels(_gpu_files(tmp_path), CUDA_BUILD)
@@ -251,7 +266,11 @@ def test_gpu_library_for_another_tensorflow_or_malformed(tmp_path):
     )
     assert not status.active
     assert "built against TensorFlow 2.0.0" in status.reason and tf.__version__ in status.reason
-    for bad in ["{not json", dict(GPU_INFO, cuda_runtime="13"), {"tensorflow_version": tf.__version__}]:
+    for bad in [
+        "{not json",
+        dict(GPU_INFO, cuda_runtime="13"),
+        {"tensorflow_version": tf.__version__},
+    ]:
         status = library._load_gpu_kernels(_gpu_files(tmp_path, info=bad), CUDA_BUILD)
         assert not status.active and "cannot read the build info" in status.reason, bad
 
@@ -262,7 +281,10 @@ def test_usable_gpu_library_without_gpu(tmp_path):
     path = _gpu_files(tmp_path, info=GPU_INFO)
     status = library._load_gpu_kernels(path, CUDA_BUILD)
     assert status == gpu.GpuStatus(
-        active=False, reason="TensorFlow sees no GPU.", cuda_runtime="13.0", min_driver="580",
+        active=False,
+        reason="TensorFlow sees no GPU.",
+        cuda_runtime="13.0",
+        min_driver="580",
         library=library.gpu_library_path(path),
     )
 
@@ -280,7 +302,9 @@ def test_this_process_has_no_gpu_kernels():
         with open(library.build_info_path(library.gpu_library_path())) as f:
             gpu_info = json.load(f)
         assert info.cuda_runtime == gpu_info["cuda_runtime"] == status.cuda_runtime
-        assert info.cuda_min_driver == gpu.minimum_driver((gpu.parse_version(info.cuda_runtime)[0], 0))
+        assert info.cuda_min_driver == gpu.minimum_driver(
+            (gpu.parse_version(info.cuda_runtime)[0], 0)
+        )
         assert list(info.cuda_architectures) == gpu_info["cuda_architectures"]
     for op in _tf_ops_op_types():
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
@@ -290,7 +314,7 @@ def test_this_process_has_no_gpu_kernels():
 def _tf_ops_op_types() -> list[str]:
     module = tf_ops.load_library()
     return [
-        "TfOps>" + "".join(part.capitalize() for part in name[len("tf_ops_"):].split("_"))
+        "TfOps>" + "".join(part.capitalize() for part in name[len("tf_ops_") :].split("_"))
         for name in dir(module)
         if name.startswith("tf_ops_") and not name.endswith("_eager_fallback")
     ]
@@ -301,8 +325,7 @@ def _tf_ops_op_types() -> list[str]:
 # Imports tf_ops afresh for each case after installing its fakes, and prints one JSON
 # line per case: the status, the GpuFallbackWarnings, each op's kernel devices and dtypes,
 # and the device each op ran on inside tf.device("/GPU:0").
-_CHILD = textwrap.dedent(
-    r"""
+_CHILD = textwrap.dedent(r"""
     import json, sys, warnings
     import tensorflow as tf
     from tensorflow.python.framework import kernels, op_def_registry
@@ -344,8 +367,7 @@ _CHILD = textwrap.dedent(
             "ran_on": sorted(devices),
             "dtypes": sorted(d.as_datatype_enum for d in DTYPES),
         }), flush=True)
-    """
-)
+    """)
 
 _H200 = ["NVIDIA H200", [9, 0]]
 
@@ -359,15 +381,27 @@ def loader_cases(tmp_path_factory):
     cases = [
         {"name": "no_gpu", "gpus": [], "driver": fake_gpu.build_driver(tmp, 13000)},
         {"name": "driver_absent", "gpus": [_H200], "driver": None},
-        {"name": "driver_error", "gpus": [_H200], "driver": fake_gpu.build_driver(tmp, 13000, result=100)},
+        {
+            "name": "driver_error",
+            "gpus": [_H200],
+            "driver": fake_gpu.build_driver(tmp, 13000, result=100),
+        },
         {"name": "driver_too_old", "gpus": [_H200], "driver": fake_gpu.build_driver(tmp, 12040)},
-        {"name": "gpu_without_code", "gpus": [["Tesla V100", [7, 0]]], "driver": fake_gpu.build_driver(tmp, 13000)},
+        {
+            "name": "gpu_without_code",
+            "gpus": [["Tesla V100", [7, 0]]],
+            "driver": fake_gpu.build_driver(tmp, 13000),
+        },
         {"name": "new_enough", "gpus": [_H200], "driver": fake_gpu.build_driver(tmp, 13000)},
     ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, TESTS]), TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps(cases)], capture_output=True, text=True, env=env,
-        cwd=ROOT, timeout=300,
+        [sys.executable, "-c", _CHILD, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
     )
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert proc.returncode == 0 and len(lines) == len(cases), proc.stdout + proc.stderr[-6000:]
@@ -384,7 +418,9 @@ def _assert_cpu_kernels_only(result):
 
 def test_no_gpu_visible_loads_nothing_and_says_nothing(loader_cases):
     result = loader_cases["no_gpu"]
-    assert not result["status"]["active"] and result["status"]["reason"] == "TensorFlow sees no GPU."
+    assert (
+        not result["status"]["active"] and result["status"]["reason"] == "TensorFlow sees no GPU."
+    )
     assert result["warnings"] == []
     _assert_cpu_kernels_only(result)
 
@@ -392,9 +428,18 @@ def test_no_gpu_visible_loads_nothing_and_says_nothing(loader_cases):
 @pytest.mark.parametrize(
     "case, reason",
     [
-        ("driver_absent", "The NVIDIA driver's CUDA version cannot be read (libcuda.so.1 cannot be loaded: "),
-        ("driver_error", "The NVIDIA driver's CUDA version cannot be read (cuDriverGetVersion returned error 100)."),
-        ("driver_too_old", "The NVIDIA driver supports CUDA 12.4, but the GPU kernels are linked with the CUDA "),
+        (
+            "driver_absent",
+            "The NVIDIA driver's CUDA version cannot be read (libcuda.so.1 cannot be loaded: ",
+        ),
+        (
+            "driver_error",
+            "The NVIDIA driver's CUDA version cannot be read (cuDriverGetVersion returned error 100).",
+        ),
+        (
+            "driver_too_old",
+            "The NVIDIA driver supports CUDA 12.4, but the GPU kernels are linked with the CUDA ",
+        ),
         ("gpu_without_code", "Tesla V100 (compute capability 7.0) has no code in the GPU kernels"),
     ],
 )
@@ -402,8 +447,11 @@ def test_refused_gpu_kernels_warn_once_and_every_op_runs_on_the_cpu(loader_cases
     result = loader_cases[case]
     status = result["status"]
     assert not status["active"] and status["reason"].startswith(reason), status
-    assert status["gpus"] == (["Tesla V100 (compute capability 7.0)"] if case == "gpu_without_code"
-                              else ["NVIDIA H200 (compute capability 9.0)"])
+    assert status["gpus"] == (
+        ["Tesla V100 (compute capability 7.0)"]
+        if case == "gpu_without_code"
+        else ["NVIDIA H200 (compute capability 9.0)"]
+    )
     assert result["warnings"] == [status["message"]]
     _assert_cpu_kernels_only(result)
 

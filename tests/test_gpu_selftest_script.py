@@ -44,7 +44,9 @@ def _format(prefix: str) -> str:
 
 def test_summary_lines_are_the_ones_the_script_reads():
     prefixes = sorted(
-        re.match(r"SUMMARY \w+ \w+", f).group(0) for f in _printf_formats() if f.startswith("SUMMARY ")
+        re.match(r"SUMMARY \w+ \w+", f).group(0)
+        for f in _printf_formats()
+        if f.startswith("SUMMARY ")
     )
     assert prefixes == [
         "SUMMARY bench dtype",
@@ -59,7 +61,9 @@ def _checks_log(failed: int = 0, quick: bool = False) -> str:
     lines = [_format("SUMMARY device name") % ("NVIDIA H200", 9, 0, 13, 0, 13, 0)]
     for family, passed in [("forward", 810), ("backward", 810)]:
         lines.append(_format("SUMMARY checks family") % (family, passed - failed, failed))
-    lines.append(_format("SUMMARY checks total") % (1620 - 2 * failed, 2 * failed, " quick" if quick else ""))
+    lines.append(
+        _format("SUMMARY checks total") % (1620 - 2 * failed, 2 * failed, " quick" if quick else "")
+    )
     return "".join(lines)
 
 
@@ -82,7 +86,9 @@ SANITIZER_END = {
 }
 
 
-def _run_logs(tmp_path: Path, *, checks_failed: int = 0, sanitizer: str = "clean", bench_rc: int = 0) -> Path:
+def _run_logs(
+    tmp_path: Path, *, checks_failed: int = 0, sanitizer: str = "clean", bench_rc: int = 0
+) -> Path:
     """The logs folder of a run on a GPU machine; `sanitizer` is "clean", "errors",
     "missing" or "refused" (the tool refuses the device)."""
     logs = tmp_path / "logs"
@@ -95,13 +101,21 @@ def _run_logs(tmp_path: Path, *, checks_failed: int = 0, sanitizer: str = "clean
     (logs / "checks.rc").write_text(f"{1 if checks_failed else 0}\n")
     for tool, end in SANITIZER_END.items():
         if sanitizer == "missing":
-            (logs / f"{tool}.skipped").write_text("compute-sanitizer not found (set COMPUTE_SANITIZER=/path/to/it)\n")
+            (logs / f"{tool}.skipped").write_text(
+                "compute-sanitizer not found (set COMPUTE_SANITIZER=/path/to/it)\n"
+            )
             continue
         if sanitizer == "refused":
-            text, rc = "========= COMPUTE-SANITIZER\n========= Error: Device not supported\ncudaMalloc: unknown error\n", 1
+            text, rc = (
+                "========= COMPUTE-SANITIZER\n========= Error: Device not supported\ncudaMalloc: unknown error\n",
+                1,
+            )
         else:
             n = 2 if sanitizer == "errors" and tool == "memcheck" else 0
-            text, rc = "========= COMPUTE-SANITIZER\n" + _checks_log(quick=True) + end.format(n=n), 0
+            text, rc = (
+                "========= COMPUTE-SANITIZER\n" + _checks_log(quick=True) + end.format(n=n),
+                0,
+            )
         (logs / f"{tool}.log").write_text(text)
         (logs / f"{tool}.rc").write_text(f"{rc}\n")
     (logs / "bench.log").write_text(_bench_log(80.0 if bench_rc == 3 else 93.0))
@@ -110,7 +124,9 @@ def _run_logs(tmp_path: Path, *, checks_failed: int = 0, sanitizer: str = "clean
 
 
 def _summary(logs: Path) -> tuple[int, list[str]]:
-    result = subprocess.run([str(SCRIPT), "--summary", str(logs)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [str(SCRIPT), "--summary", str(logs)], capture_output=True, text=True, timeout=60
+    )
     assert result.stderr == "", result.stderr
     lines = result.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("===== tf_ops GPU self-test"))
@@ -145,15 +161,32 @@ def test_summary_of_a_passing_run(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, status, expected",
     [
-        (dict(checks_failed=3), 1, {"Checks:       1614 passed, 6 failed (passed/failed per family: "
-                                    "forward 807/3, backward 807/3)", "Result:       FAIL"}),
+        (
+            dict(checks_failed=3),
+            1,
+            {
+                "Checks:       1614 passed, 6 failed (passed/failed per family: "
+                "forward 807/3, backward 807/3)",
+                "Result:       FAIL",
+            },
+        ),
         (dict(sanitizer="errors"), 1, {"Result:       FAIL"}),
-        (dict(sanitizer="missing"), 0, {
-            "memcheck:     NOT RUN: compute-sanitizer not found (set COMPUTE_SANITIZER=/path/to/it)",
-            "Result:       PASS (sanitizers not run)"}),
-        (dict(sanitizer="refused"), 0, {
-            "racecheck:    NOT RUN: the tool failed (exit 1: Error: Device not supported)",
-            "Result:       PASS (sanitizers not run)"}),
+        (
+            dict(sanitizer="missing"),
+            0,
+            {
+                "memcheck:     NOT RUN: compute-sanitizer not found (set COMPUTE_SANITIZER=/path/to/it)",
+                "Result:       PASS (sanitizers not run)",
+            },
+        ),
+        (
+            dict(sanitizer="refused"),
+            0,
+            {
+                "racecheck:    NOT RUN: the tool failed (exit 1: Error: Device not supported)",
+                "Result:       PASS (sanitizers not run)",
+            },
+        ),
         (dict(bench_rc=3), 3, {"Result:       PASS, but a bandwidth target was missed"}),
     ],
 )
@@ -172,15 +205,20 @@ def test_the_script_on_this_machine_says_nothing_was_tested(tmp_path):
     env = dict(os.environ, GPU_SELFTEST_BUILD_DIR=str(tmp_path / "build"))
     env.pop("COMPUTE_SANITIZER", None)
     result = subprocess.run(
-        [str(SCRIPT), "-DCMAKE_CUDA_ARCHITECTURES=75-real"], capture_output=True, text=True, env=env,
-        cwd=str(tmp_path), timeout=900,
+        [str(SCRIPT), "-DCMAKE_CUDA_ARCHITECTURES=75-real"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        timeout=900,
     )
     lines = result.stdout.splitlines()
     assert result.returncode == 2, result.stdout + result.stderr
     assert "no CUDA device: nothing tested" in lines
     toolkit = [line for line in lines if line.startswith("Toolkit:")]
     assert toolkit and re.fullmatch(
-        r"Toolkit: +\S+nvcc \(CUDA \d+\.\d+\), CUDA runtime \d+\.\d+, architectures 75-real", toolkit[0]
+        r"Toolkit: +\S+nvcc \(CUDA \d+\.\d+\), CUDA runtime \d+\.\d+, architectures 75-real",
+        toolkit[0],
     ), toolkit
     assert "Checks:       not run" in lines
     assert "Bandwidth:    not run" in lines

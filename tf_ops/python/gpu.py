@@ -67,7 +67,8 @@ class GpuFallbackWarning(RuntimeWarning):
 
     Example (to silence it, before importing tf_ops):
       >>> import warnings
-      >>> warnings.filterwarnings("ignore", message="tf_ops: GPU kernels not loaded")  # doctest: +SKIP
+      >>> warnings.filterwarnings(  # doctest: +SKIP
+      ...     "ignore", message="tf_ops: GPU kernels not loaded")
     """
 
 
@@ -91,6 +92,11 @@ class GpuBuild:
     library: str
     cuda_runtime: CudaVersion
     architectures: tuple[str, ...]  # CMAKE_CUDA_ARCHITECTURES, e.g. ("90-real", "90-virtual")
+
+    @property
+    def min_driver(self) -> str | None:
+        """The oldest driver the compiled code runs on (minor version compatibility)."""
+        return minimum_driver((self.cuda_runtime[0], 0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +139,9 @@ class GpuStatus:
                 f"{self.cuda_runtime} runtime; the driver supports CUDA {self.driver_cuda})."
             )
         on_the_cpu = _ON_THE_CPU if self.gpus else ""
-        return " ".join(part for part in (_NOT_LOADED, on_the_cpu, self.reason, self.remedy) if part)
+        return " ".join(
+            part for part in (_NOT_LOADED, on_the_cpu, self.reason, self.remedy) if part
+        )
 
     @property
     def should_warn(self) -> bool:
@@ -175,10 +183,14 @@ def minimum_driver(required: CudaVersion) -> str | None:
 
 
 def _driver_text(required: CudaVersion) -> str:
-    """"driver 580 or newer (CUDA 13.0)", or just the CUDA version where no number is known."""
+    """ "driver 580 or newer (CUDA 13.0)", or just the CUDA version where no number is known."""
     driver = minimum_driver(required)
     cuda = f"CUDA {version_text(required)}"
-    return f"NVIDIA driver {driver} or newer ({cuda})" if driver else f"an NVIDIA driver for {cuda} or newer"
+    return (
+        f"NVIDIA driver {driver} or newer ({cuda})"
+        if driver
+        else f"an NVIDIA driver for {cuda} or newer"
+    )
 
 
 def code_for(compute_capability: CudaVersion, architectures: Sequence[str]) -> str | None:
@@ -206,7 +218,9 @@ def code_for(compute_capability: CudaVersion, architectures: Sequence[str]) -> s
         arch_cc = (int(digits[:-1]), int(digits[-1]))
         exact_only = number.endswith("a")  # 90a: architecture-specific code
         if kind in ("", "real"):
-            same_family = arch_cc[0] == compute_capability[0] and arch_cc[1] <= compute_capability[1]
+            same_family = (
+                arch_cc[0] == compute_capability[0] and arch_cc[1] <= compute_capability[1]
+            )
             if arch_cc == compute_capability or (same_family and not exact_only):
                 return "sass"
         if kind in ("", "virtual") and (
@@ -237,8 +251,10 @@ def decide(
     Example:
       >>> build = GpuBuild("_tf_ops_gpu.so", (13, 0), ("90-real", "90-virtual"))
       >>> h200 = GpuDevice("NVIDIA H200", (9, 0))
-      >>> decide(build, [h200], (12, 4)).reason
-      'The NVIDIA driver supports CUDA 12.4, but the GPU kernels are linked with the CUDA 13.0 runtime, which needs NVIDIA driver 580 or newer (CUDA 13.0).'
+      >>> decide(build, [h200], (13, 0)).active
+      True
+      >>> decide(build, [h200], (12, 4)).reason  # doctest: +ELLIPSIS
+      'The NVIDIA driver supports CUDA 12.4, but ... needs NVIDIA driver 580 or newer (CUDA 13.0).'
     """
     runtime = build.cuda_runtime
     # Minor version compatibility: the major release's first driver, unless a GPU needs
@@ -252,9 +268,13 @@ def decide(
             cc = gpu.compute_capability
             remedy = f"Rebuild tf_ops with {cc[0]}{cc[1]}-real added to CMAKE_CUDA_ARCHITECTURES"
             if runtime[0] >= 13 and cc < (7, 5):
-                remedy += " and a CUDA 12 toolkit (CUDA 13 compiles for compute capability 7.5 and newer)"
+                remedy += (
+                    " and a CUDA 12 toolkit (CUDA 13 compiles for compute capability 7.5 and newer)"
+                )
             return _inactive(
-                build, gpus, driver,
+                build,
+                gpus,
+                driver,
                 reason=f"{gpu} has no code in the GPU kernels, which are compiled for "
                 f"{';'.join(build.architectures)}.",
                 remedy=f"{remedy} ({README_GPU}).",
@@ -264,9 +284,12 @@ def decide(
             required = max(required, runtime)
     if driver is None:
         return _inactive(
-            build, gpus, driver,
+            build,
+            gpus,
+            driver,
             reason=f"The NVIDIA driver's CUDA version cannot be read ({driver_error}).",
-            remedy=f"Check the driver (`nvidia-smi`); the GPU kernels need {_driver_text(required)}.",
+            remedy=f"Check the driver (`nvidia-smi`); the GPU kernels need "
+            f"{_driver_text(required)}.",
             required=required,
         )
     if driver < required:
@@ -278,9 +301,12 @@ def decide(
                 f"({README_GPU}: TF_OPS_CUDA=ON with CMAKE_CUDA_COMPILER set to its nvcc)"
             )
         return _inactive(
-            build, gpus, driver,
-            reason=f"The NVIDIA driver supports CUDA {version_text(driver)}, but the GPU kernels are "
-            f"linked with the CUDA {version_text(runtime)} runtime, which needs {_driver_text(required)}.",
+            build,
+            gpus,
+            driver,
+            reason=f"The NVIDIA driver supports CUDA {version_text(driver)}, but the GPU kernels "
+            f"are linked with the CUDA {version_text(runtime)} runtime, which needs "
+            f"{_driver_text(required)}.",
             remedy=remedy + ".",
             required=required,
         )
@@ -295,7 +321,12 @@ def decide(
 
 
 def _inactive(
-    build: GpuBuild, gpus: Sequence[GpuDevice], driver: CudaVersion | None, *, reason: str, remedy: str,
+    build: GpuBuild,
+    gpus: Sequence[GpuDevice],
+    driver: CudaVersion | None,
+    *,
+    reason: str,
+    remedy: str,
     required: CudaVersion,
 ) -> GpuStatus:
     return GpuStatus(
@@ -320,11 +351,15 @@ def visible_gpus() -> tuple[GpuDevice, ...]:
         except (ValueError, RuntimeError, tf.errors.OpError):
             details = {}
         cc = details.get("compute_capability")
-        gpus.append(GpuDevice(str(details.get("device_name", device.name)), tuple(cc) if cc else None))
+        gpus.append(
+            GpuDevice(str(details.get("device_name", device.name)), tuple(cc) if cc else None)
+        )
     return tuple(gpus)
 
 
-def driver_cuda_version(library: str = CUDA_DRIVER_LIBRARY) -> tuple[CudaVersion | None, str | None]:
+def driver_cuda_version(
+    library: str = CUDA_DRIVER_LIBRARY,
+) -> tuple[CudaVersion | None, str | None]:
     """The newest CUDA version the NVIDIA driver supports (cuDriverGetVersion), or None and
     the reason it could not be read.
 

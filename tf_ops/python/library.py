@@ -179,12 +179,12 @@ def build_info(library: str | None = None) -> BuildInfo | None:
     gpu_build = _gpu_build(gpu_library_path(library))
     if gpu_build is None:
         return info
-    runtime = gpu_build[1].cuda_runtime
+    build = gpu_build[1]
     return dataclasses.replace(
         info,
-        cuda_runtime=gpu.version_text(runtime),
-        cuda_min_driver=gpu.minimum_driver((runtime[0], 0)),
-        cuda_architectures=gpu_build[1].architectures,
+        cuda_runtime=gpu.version_text(build.cuda_runtime),
+        cuda_min_driver=build.min_driver,
+        cuda_architectures=build.architectures,
     )
 
 
@@ -247,7 +247,7 @@ def gpu_status() -> gpu.GpuStatus:
     Example:
       >>> status = tf_ops.gpu_status()
       >>> print(status.message)  # doctest: +SKIP
-      tf_ops: GPU kernels not loaded; TensorFlow runs tf_ops ops on the CPU (correct
+      tf_ops: GPU kernels not loaded. TensorFlow runs tf_ops ops on the CPU (correct
       results, but slower than a GPU kernel, with copies between the devices). The
       NVIDIA driver supports CUDA 12.4, but the GPU kernels are linked with the CUDA 13.0
       runtime, which needs NVIDIA driver 580 or newer (CUDA 13.0). Update the NVIDIA
@@ -298,7 +298,7 @@ def _load_gpu_kernels(library: str, info: BuildInfo | None) -> gpu.GpuStatus:
         return dataclasses.replace(
             unavailable("TensorFlow sees no GPU."),
             cuda_runtime=gpu.version_text(build.cuda_runtime),
-            min_driver=gpu.minimum_driver((build.cuda_runtime[0], 0)),
+            min_driver=build.min_driver,
             library=path,
         )
     driver, driver_error = gpu.driver_cuda_version()
