@@ -355,9 +355,10 @@ _CHILD = textwrap.dedent(r"""
                 found.setdefault(k.device_type, []).extend(t.allowed_values.list.type)
             inputs = [tf.constant([-2.0, -0.5, 0.0, 0.5, 2.0])] * len(op_def_registry.get(op).input_arg)
             with tf.device("/GPU:0"):
-                y = getattr(module, attr)(*inputs)
-            assert y.shape == [5] and bool(tf.reduce_all(tf.math.is_finite(y))), (op, y)
-            devices.add(y.device.rsplit("/", 1)[-1].rsplit(":", 1)[0].split(":")[-1])
+                outputs = getattr(module, attr)(*inputs)
+            for y in outputs if isinstance(outputs, (list, tuple)) else [outputs]:
+                assert y.shape == [5] and bool(tf.reduce_all(tf.math.is_finite(y))), (op, y)
+                devices.add(y.device.rsplit("/", 1)[-1].rsplit(":", 1)[0].split(":")[-1])
             ops[op] = {d: sorted(set(t)) for d, t in found.items()}
         print(json.dumps({
             "case": case["name"],
