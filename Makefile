@@ -65,5 +65,5 @@ gpu-selftest:
 	tools/gpu_selftest.sh
 
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops*.so \
-	  tf_ops/_tf_ops*.build.json build-bazel $(ENGINE_TEST_DIR)
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so \
+	  tf_ops/_tf_ops.build.json build-bazel $(ENGINE_TEST_DIR)
