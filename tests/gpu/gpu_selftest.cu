@@ -122,40 +122,48 @@ bool Compare(const std::string& what, const std::vector<T>& got,
 }
 
 // One run of a family on the GPU, compared with the CPU reference: buffers at
-// element offset `offset`; when alias >= 0, output 0 overwrites input `alias`.
+// element offset `offset`; outputs written over the inputs `aliases` names;
+// when only >= 0, the other outputs are null (kOutputsOptional).
 template <typename Family, typename Op, typename T>
 bool RunOnce(const Op& op, const std::string& name, const HostBuffers<T>& in,
-             const HostBuffers<T>& want, int64_t n, int offset, int alias) {
+             const HostBuffers<T>& want, int64_t n, int offset,
+             const Aliases& aliases, int only) {
   std::vector<std::unique_ptr<DeviceBuffer<T>>> d_in, d_out;
+  std::vector<const DeviceBuffer<T>*> written(Family::kOutputs, nullptr);
   Args args;
   for (const std::vector<T>& host : in) {
     d_in.push_back(std::make_unique<DeviceBuffer<T>>(host, offset));
     args.in.push_back(d_in.back()->data);
   }
   for (int o = 0; o < Family::kOutputs; ++o) {
-    if (o == 0 && alias >= 0) {
-      args.out.push_back(d_in[alias]->data);
-      continue;
+    int over = -1;
+    for (const auto& [output, input] : aliases) {
+      if (output == o) over = input;
     }
-    d_out.push_back(std::make_unique<DeviceBuffer<T>>(
-        std::vector<T>(Family::OutputSize(o, n)), offset));
-    args.out.push_back(d_out.back()->data);
+    if (over >= 0) {
+      written[o] = d_in[over].get();
+    } else if (only < 0 || only == o) {
+      d_out.push_back(std::make_unique<DeviceBuffer<T>>(
+          std::vector<T>(Family::OutputSize(o, n)), offset));
+      written[o] = d_out.back().get();
+    }
+    args.out.push_back(written[o] == nullptr ? nullptr : written[o]->data);
   }
   const char* err = Family::Gpu(op, DtypeInfo<T>::kDtype, args, n, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   bool ok = err == nullptr;
   if (!ok) std::printf("FAIL %s: launch error %s\n", name.c_str(), err);
   for (int o = 0; ok && o < Family::kOutputs; ++o) {
-    const DeviceBuffer<T>& buffer =
-        (o == 0 && alias >= 0) ? *d_in[alias] : *d_out[alias >= 0 ? o - 1 : o];
+    if (written[o] == nullptr) continue;
     ok = Compare(name + " output " + std::to_string(o),
-                 buffer.ToHost(want[o].size()), want[o]);
+                 written[o]->ToHost(want[o].size()), want[o]);
   }
   return ok;
 }
 
-// One family, activation, dtype and size: aligned, in place on each input it
-// may overwrite, and off the 16-byte grid.
+// One family, activation, dtype and size: aligned, in place as the family
+// allows, each output alone where outputs are optional, and off the 16-byte
+// grid.
 template <typename Family, typename Op, typename T>
 void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
   const std::string name = label + " " + Family::kName + " " +
@@ -174,12 +182,21 @@ void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
   for (std::vector<T>& b : want) host_args.out.push_back(b.data());
   Family::Cpu(op, DtypeInfo<T>::kDtype, host_args, n);
 
-  bool ok = RunOnce<Family>(op, name, in, want, n, /*offset=*/0, /*alias=*/-1);
-  for (int i = 0; i < Family::kInPlaceInputs; ++i) {
-    ok = RunOnce<Family>(op, name + " in place of input " + std::to_string(i),
-                         in, want, n, 0, i) && ok;
+  bool ok = RunOnce<Family>(op, name, in, want, n, /*offset=*/0, {}, -1);
+  for (const Aliases& aliases : Family::InPlace()) {
+    std::string what = name + " in place (output over input:";
+    for (const auto& [output, input] : aliases) {
+      what += " " + std::to_string(output) + " over " + std::to_string(input);
+    }
+    ok = RunOnce<Family>(op, what + ")", in, want, n, 0, aliases, -1) && ok;
   }
-  ok = RunOnce<Family>(op, name + " unaligned", in, want, n, 1, -1) && ok;
+  if (Family::kOutputsOptional && Family::kOutputs > 1) {
+    for (int o = 0; o < Family::kOutputs; ++o) {
+      ok = RunOnce<Family>(op, name + " output " + std::to_string(o) + " alone",
+                           in, want, n, 0, {}, o) && ok;
+    }
+  }
+  ok = RunOnce<Family>(op, name + " unaligned", in, want, n, 1, {}, -1) && ok;
   ++(ok ? t->passed : t->failed);
 }
 

@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "tf_ops/cc/activation_math.h"
@@ -58,17 +59,24 @@ struct DtypeInfo<double> {
 template <typename T>
 using HostBuffers = std::vector<std::vector<T>>;
 
-// Device (or host) buffers of one call: inputs, then outputs.
+// Device (or host) buffers of one call: inputs, then outputs (an output may be
+// null where the family allows it).
 struct Args {
   std::vector<const void*> in;
   std::vector<void*> out;
 };
 
+// Buffers one call shares: (output, input) pairs, each output written over
+// that input (TensorFlow may hand a kernel its input buffer as output).
+using Aliases = std::vector<std::pair<int, int>>;
+
 // Every family provides:
 //   kName                       label in reports
 //   kInputs, kOutputs           buffer counts
 //   InputSize(i, n), OutputSize(i, n)   elements of each buffer
-//   kInPlaceInputs              output 0 may overwrite inputs [0, this)
+//   InPlace()                   the aliasings its kernel allows, each checked
+//   kOutputsOptional            any output may be null (each is then checked
+//                               alone too)
 //   MakeInputs<Op, T>(op, samples, n)   inputs from samples: kSamples random
 //                               vectors of n elements, specials first
 //   Cpu(op, dtype, args, n)     the reference: the CPU engine
@@ -82,9 +90,10 @@ struct ForwardFamily {
   static constexpr const char* kName = "forward";
   static constexpr int kInputs = 1;
   static constexpr int kOutputs = 1;
-  static constexpr int kInPlaceInputs = 1;  // y may be x
+  static constexpr bool kOutputsOptional = false;
   static int64_t InputSize(int, int64_t n) { return n; }
   static int64_t OutputSize(int, int64_t n) { return n; }
+  static std::vector<Aliases> InPlace() { return {{{0, 0}}}; }  // y over x
 
   template <typename Op, typename T>
   static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
@@ -108,9 +117,12 @@ struct BackwardFamily {
   static constexpr const char* kName = "backward";
   static constexpr int kInputs = 2;  // g, v
   static constexpr int kOutputs = 1;
-  static constexpr int kInPlaceInputs = 2;  // dx may be g or v
+  static constexpr bool kOutputsOptional = false;
   static int64_t InputSize(int, int64_t n) { return n; }
   static int64_t OutputSize(int, int64_t n) { return n; }
+  static std::vector<Aliases> InPlace() {
+    return {{{0, 0}}, {{0, 1}}};  // dx over g, dx over v
+  }
 
   template <typename Op, typename T>
   static HostBuffers<T> MakeInputs(const Op& op, const HostBuffers<T>& samples,
