@@ -103,7 +103,7 @@ def test_ops_md_row_matches_the_op_def(op):
     assert have <= doc_devices, f"{op} has kernels on {have - doc_devices}, not in docs/ops.md"
     info = tf_ops.build_info()
     if info is not None:
-        expected = {"CPU"} | ({"GPU"} if info.cuda else set()) | (
+        expected = {"CPU"} | ({"GPU"} if tf_ops.gpu_status().active else set()) | (
             {"XLA_CPU_JIT", "XLA_GPU_JIT"} if info.xla else set())
         assert have == expected & doc_devices, f"{op}: kernels on {have}, expected {expected}"
     # Gradient orders "any": the op and its grad op both have registered gradients.

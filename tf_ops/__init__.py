@@ -5,6 +5,10 @@ with its `*_grad` and `*_grad_grad`) and the Keras layers in `tf_ops.layers` are
 from one table, ``tf_ops/python/activation_table.py``, and the ops' C++ registration;
 `help(tf_ops.gelu)` shows each signature and docstring.
 
+Importing it loads the ops and their CPU kernels, and their CUDA kernels where they can
+run (a GPU that TensorFlow sees, and an NVIDIA driver new enough for the CUDA runtime they
+were built with); `gpu_status()` says which, and why.
+
 Example:
   >>> import tensorflow as tf
   >>> import tf_ops
@@ -20,7 +24,8 @@ from tf_ops import layers  # Keras layers; registers the activations with Keras
 from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
 from tf_ops.python.activations import FUNCTIONS as _FUNCTIONS
 from tf_ops.python.cpu_info import active_cpu_isa
-from tf_ops.python.library import BuildInfo, build_info, library_path, load_library
+from tf_ops.python.gpu import GpuFallbackWarning, GpuStatus
+from tf_ops.python.library import BuildInfo, build_info, gpu_status, library_path, load_library
 from tf_ops.python.portable import is_portable, portable
 
 globals().update(_FUNCTIONS)
@@ -29,8 +34,11 @@ __all__ = sorted(
     [
         *_FUNCTIONS,
         "BuildInfo",
+        "GpuFallbackWarning",
+        "GpuStatus",
         "active_cpu_isa",
         "build_info",
+        "gpu_status",
         "is_portable",
         "layers",
         "library_path",
