@@ -8,8 +8,9 @@ the composite a user would write):
   grad(g, v)        -> dx, the grad op alone (v: features, or outputs for elu)
   grad input(x, y)  -> v, which of features/outputs the grad op takes
 
-Forward+backward through a tape is built from `forward` for both sides. Adding
-an activation to the benchmark is one `Case` in `CASES`.
+Forward+backward through a tape, and the second derivative through nested
+tapes, are built from `forward` for both sides. Adding an activation to the
+benchmark is one `Case` in `CASES`.
 """
 
 from __future__ import annotations
@@ -141,5 +142,21 @@ def forward_backward(forward: Fn) -> Fn:
             tape.watch(x)
             y = forward(x)
         return y, tape.gradient(y, x, output_gradients=g)
+
+    return run
+
+
+def second_order(forward: Fn) -> Fn:
+    """x -> (y, dy/dx, d2y/dx2): the forward op, then its first and second
+    derivatives through nested tapes (upstream gradients of ones, as a tape gives)."""
+
+    def run(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                y = forward(x)
+            dy = inner.gradient(y, x)
+        return y, dy, outer.gradient(dy, x)
 
     return run

@@ -62,7 +62,7 @@ def plot(rows: Sequence[dict], path: str) -> None:
             "(or the tf_ops[plot] extra)"
         ) from e
     dtypes = sorted({r["dtype"] for r in rows})
-    passes = [p for p in ("forward", "grad", "fwd+bwd") if any(r["pass"] == p for r in rows)]
+    passes = [p for p in ("forward", "grad", "fwd+bwd", "second") if any(r["pass"] == p for r in rows)]
     fig, axes = plt.subplots(
         len(dtypes), len(passes), figsize=(4.5 * len(passes), 3.2 * len(dtypes)),
         squeeze=False, sharey=True,

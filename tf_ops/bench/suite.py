@@ -11,7 +11,8 @@ Candidates, all timed in the same interleaved rounds (timing.py):
   copy          tf.raw_ops.DeepCopy of as many bytes as the pass reads and
                 writes, inside tf.function: the memory floor ("x floor")
 Passes: forward (y = f(x)), grad (the grad op alone), fwd+bwd (y and dy/dx
-through a tape, with the upstream gradient given).
+through a tape, with the upstream gradient given), second (y, dy/dx and d2y/dx2
+through nested tapes: the forward, grad and grad-grad ops).
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from typing import Callable, Iterable
 
 import tensorflow as tf
 
-from tf_ops.bench.cases import CASES, Case, forward_backward
+from tf_ops.bench.cases import CASES, Case, forward_backward, second_order
 from tf_ops.bench.timing import Timing, time_interleaved
 
-PASSES = ("forward", "grad", "fwd+bwd")
+PASSES = ("forward", "grad", "fwd+bwd", "second")
 DTYPES = {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}
-# Elements each pass reads plus writes, in units of the tensor size: the copy
-# reference moves the same bytes (it reads and writes half of them each).
-_TRAFFIC = {"forward": 2, "grad": 3, "fwd+bwd": 5}
+# Elements each pass reads plus writes, in units of the tensor size, at the
+# least (second: x in; y, dy/dx, d2y/dx2 out): the copy reference moves the same
+# bytes (it reads and writes half of them each).
+_TRAFFIC = {"forward": 2, "grad": 3, "fwd+bwd": 5, "second": 4}
 
 
 @dataclasses.dataclass
@@ -68,6 +70,8 @@ def _candidates(case: Case, pass_: str, x, g, v, copy_src) -> dict[str, Callable
         ours, theirs, args = case.ours, case.theirs, (x,)
     elif pass_ == "grad":
         ours, theirs, args = case.ours_grad, case.theirs_grad, (g, v)
+    elif pass_ == "second":
+        ours, theirs, args = second_order(case.ours), second_order(case.theirs), (x,)
     else:
         ours, theirs, args = forward_backward(case.ours), forward_backward(case.theirs), (x, g)
     candidates = {

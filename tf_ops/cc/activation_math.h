@@ -237,22 +237,23 @@ struct Mish {
                   num / d + SafeMul(x, one_minus_t2 * sigmoid));
   }
   // f'' = 2 D + x D (1 - s - 2 t s), D = (1 - t^2) s. No cut-off: f'' is
-  // about -8 x e^-2x for large x (-7e-6 at x = 8), so 1 - t^2 is computed
-  // from e = e^-|x| in a form without cancellation on either side of 0:
-  // with k = 1 + e, w = e (x > 0) or 1, v = 1 (x > 0) or e,
-  //   t = v (v + 2w) / (k^2 + w^2),  1 - t^2 = 4 k^2 w^2 / (k^2 + w^2)^2,
-  //   s = v / k,  1 - s = w / k.
+  // about -8 x e^-2x for large x (-6.3e-6 at x = 8), so it is computed from
+  // e = e^-|x| in a form without cancellation on either side of 0: with
+  // k = 1 + e, w = e (x > 0) or 1, v = 1 (x > 0) or e, q = k^2 + w^2,
+  //   t = v (v + 2w) / q,  s = v / k,  1 - s = w / k,  1 - t^2 = (a k)^2,
+  //   a = 2 w / q,  and  f'' = (a v) a (2k + x (w - 2 v^2 (v + 2w) / q)).
+  // a v and a are each about 2 e^-x for large x, so f'' underflows only
+  // where it is below the smallest float, not where e^-2x is.
   template <typename T>
   TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
     const T e = Exp(-Abs(x));
     const T k = T(1) + e;
     const T w = Select(x > T(0), e, T(1));
     const T v = Select(x > T(0), T(1), e);
-    const T q = k * k + w * w;
-    const T t = v * (v + T(2) * w) / q;
-    const T s = v / k, sm = w / k;
-    const T d = T(4) * (k * k) * (w * w) / (q * q) * s;
-    return T(2) * d + SafeMul(x, d * (sm - T(2) * t * s));
+    const T inv_q = T(1) / (k * k + w * w);
+    const T a = T(2) * w * inv_q;
+    const T bracket = T(2) * k + x * (w - T(2) * v * v * (v + T(2) * w) * inv_q);
+    return SafeMul(SafeMul(bracket, a), a * v);  // 0 at +-inf
   }
 };
 

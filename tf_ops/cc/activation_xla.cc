@@ -37,6 +37,7 @@
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_math.h"
 #include "tf_ops/cc/xla_value.h"
+#include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/xla_builder.h"
 #include "xla/shape.h"
 #include "xla/xla_data.pb.h"
@@ -61,24 +62,39 @@ XlaOp Narrow(const XlaValue& y, const XlaValue& like,
   return ComputeType(type) == type ? op : xla::ConvertElementType(op, type);
 }
 
-// Which op an input feeds, for Isolated's key.
-enum class OpKind : int32_t { kGrad = 1, kGradGrad = 2 };
+// Which computation an input feeds (see Isolated).
+enum class Use { kGrad, kGradGradFirst, kGradGradSecond };
 
-// The input v of a grad or grad-grad op, behind an optimization barrier keyed
-// by the op kind. The forward, grad and grad-grad ops of an activation compute
-// the same functions of x (Swish's exponential, ...). Without the barrier XLA
-// merges those across the ops (CSE) and, as it does not duplicate expensive
-// ops into several fusions, keeps the shared values in temporary arrays: an
-// extra trip through memory and, on the CPU, fresh pages to fault in for
-// each, which made Swish forward+backward under jit 0.7x of TF's composite.
-// Isolated, each op is one fusion that reads its inputs and writes its
-// outputs once, as the kernels do. The key stops XLA from merging the two
-// ops' barriers.
-XlaOp Isolated(XlaOp v, OpKind kind) {
+// The input v of a grad or grad-grad op, isolated from the same v elsewhere.
+// The forward, grad and grad-grad ops of an activation compute the same
+// functions of x (Swish's exponential, ...). Left alone, XLA merges those
+// across the ops (CSE) and, as it does not duplicate expensive ops into
+// several fusions, keeps the shared values in temporary arrays: an extra trip
+// through memory and, on the CPU, fresh pages to fault in for each, which made
+// Swish forward+backward under jit 0.7x of TF's composite. Isolated, each op
+// computes from its inputs in one fusion and writes its output once, as the
+// kernels do; the grad-grad op isolates v per output, since XLA's CPU fusion
+// does not compute two outputs in one loop either.
+// How: v passes through an optimization barrier with the scalars 1, -0 and
+// true, which XLA then cannot see, and each use applies its own exact and
+// cheap identity (v * 1, v + -0, true ? v : 1), so no two uses are the same
+// expression. A barrier alone does not do: XLA merges identical barriers.
+XlaOp Isolated(XlaOp v, Use use) {
   xla::XlaBuilder* b = v.builder();
-  const XlaOp key = xla::ConstantR0<int32_t>(b, static_cast<int32_t>(kind));
-  return xla::GetTupleElement(
-      xla::OptimizationBarrier(xla::Tuple(b, {v, key})), 0);
+  const XlaOp t = xla::OptimizationBarrier(
+      xla::Tuple(b, {v, xla::ScalarLike(v, 1.0), xla::ScalarLike(v, -0.0),
+                     xla::ConstantR0<bool>(b, true)}));
+  const XlaOp x = xla::GetTupleElement(t, 0);
+  const XlaOp one = xla::GetTupleElement(t, 1);
+  switch (use) {
+    case Use::kGrad:
+      return x * one;
+    case Use::kGradGradFirst:
+      return x + xla::GetTupleElement(t, 2);
+    case Use::kGradGradSecond:
+      return xla::Select(xla::GetTupleElement(t, 3), x, xla::FullLike(x, 1.0));
+  }
+  return x;
 }
 
 // "a", "a and b", "a, b and c".
@@ -149,7 +165,7 @@ class ActivationGradXlaOp : public tensorflow::XlaOpKernel {
                                             {"gradients", VName<Op>()}));
     const xla::PrimitiveType type = ctx->input_xla_type(0);
     const XlaValue g = Widen(ctx->Input(0), type);
-    const XlaValue v = Widen(Isolated(ctx->Input(1), OpKind::kGrad), type);
+    const XlaValue v = Widen(Isolated(ctx->Input(1), Use::kGrad), type);
     ctx->SetOutput(0, Narrow(GradOf(op_, g, v), v, type));
   }
 
@@ -172,11 +188,14 @@ class ActivationGradGradXlaOp : public tensorflow::XlaOpKernel {
     const xla::PrimitiveType type = ctx->input_xla_type(0);
     const XlaValue u = Widen(ctx->Input(0), type);
     const XlaValue g = Widen(ctx->Input(1), type);
-    const XlaValue v = Widen(Isolated(ctx->Input(2), OpKind::kGradGrad), type);
-    // An output nothing uses is removed by XLA, with what only it needed.
-    const GradGradValues<XlaValue> r = GradGradOf(op_, u, g, v);
-    ctx->SetOutput(0, Narrow(r.d_gradients, v, type));
-    ctx->SetOutput(1, Narrow(r.d_v, v, type));
+    // Each output from its own isolated v; XLA removes an output nothing uses,
+    // with all that only it needed (the unused half of each GradGradOf).
+    const XlaValue v1 =
+        Widen(Isolated(ctx->Input(2), Use::kGradGradFirst), type);
+    const XlaValue v2 =
+        Widen(Isolated(ctx->Input(2), Use::kGradGradSecond), type);
+    ctx->SetOutput(0, Narrow(GradGradOf(op_, u, g, v1).d_gradients, v1, type));
+    ctx->SetOutput(1, Narrow(GradGradOf(op_, u, g, v2).d_v, v2, type));
   }
 
  private:

@@ -21,6 +21,7 @@
 #define TF_OPS_CC_XLA_VALUE_H_
 
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "tf_ops/cc/math_primitives.h"
@@ -194,6 +195,37 @@ TF_OPS_XLA_FUNCTION(Expm1, Expm1, std::expm1)
 TF_OPS_XLA_FUNCTION(Erfc, Erfc, std::erfc)
 TF_OPS_XLA_FUNCTION(Abs, Abs, std::fabs)
 #undef TF_OPS_XLA_FUNCTION
+
+// ------------------------------------ helpers mapped to better XLA ops ---
+// Same values as math_primitives.h's generic versions, spelled so that XLA's
+// CPU fusion keeps each op in one loop (it materialises a shared
+// subexpression, e.g. a select chain of x used twice, as a temporary array).
+
+inline XlaValue Clamp(const XlaValue& x, const XlaValue& lo,
+                      const XlaValue& hi) {
+  if (x.is_constant()) {
+    return XlaValue(std::fmin(std::fmax(x.constant(), lo.constant()),
+                              hi.constant()));
+  }
+  const xla::XlaOp op = x.op();
+  return XlaValue(xla::Clamp(lo.Op(op), op, hi.Op(op)));  // NaN stays NaN
+}
+
+// x * w; an infinite x times a zero w gives sign(x) * w. w, typically the
+// expensive operand (a logistic, a density), is used once: p = sign(x) w for
+// an infinite x, which is the result when w is 0 and becomes +-inf otherwise.
+inline XlaValue SafeMul(const XlaValue& x, const XlaValue& w) {
+  if (w.is_constant() && w.constant() != 0) return x * w;  // no inf * 0
+  if (x.is_constant() && !std::isinf(x.constant())) return x * w;
+  const xla::XlaOp xo = x.is_constant() ? x.Op(w.op()) : x.op();
+  const xla::XlaOp inf = xla::IsInf(xo);
+  const xla::XlaOp p = xla::Select(inf, xla::Sign(xo), xo) * w.Op(xo);
+  const xla::XlaOp infinite_p =
+      xla::And(inf, xla::Ne(p, xla::ScalarLike(p, 0)));
+  return XlaValue(xla::Select(
+      infinite_p, p * xla::ScalarLike(p, std::numeric_limits<double>::infinity()),
+      p));
+}
 
 }  // namespace tf_ops
 
