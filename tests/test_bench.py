@@ -41,9 +41,9 @@ def test_small_run_writes_table_json_and_plot(tmp_path):
     }
     for r in rows:
         assert r["size_log2"] == 10 and r["reps"] == 2
-        for name in ("tf_ops", "tf", "xla", "tf_ops_eager", "tf_eager", "copy"):
+        for name in ("tf_ops", "tf", "xla", "tf_ops_eager", "tf_eager", "copy", "portable"):
             assert r["ms"][name] > 0, (name, r)
-        for ratio in ("vs_tf", "vs_xla", "eager_vs_tf", "x_floor"):
+        for ratio in ("vs_tf", "vs_xla", "eager_vs_tf", "x_floor", "portable_cost"):
             assert r[ratio] > 0
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -109,3 +109,23 @@ def test_every_forward_op_has_a_benchmark_case():
     }
     assert forward_ops, dir(module)
     assert forward_ops <= set(CASES), f"no benchmark case for {forward_ops - set(CASES)}"
+
+
+def test_portable_candidate_runs_builtin_ops_only():
+    """The 'portable' column times what an export under tf_ops.portable() runs: no
+    TfOps> op in its graph, the fused op's values."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tf_ops.bench.cases import forward_backward
+    from tf_ops.bench.suite import _portable
+
+    x = tf.constant(np.linspace(-4.0, 4.0, 33), tf.float32)
+    for name, case in CASES.items():
+        fn = forward_backward(case.ours)
+        traced = _portable(fn, (x, x))
+        graph = traced.get_concrete_function(x, x).graph.as_graph_def()
+        types = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+        assert not [t for t in types if t.startswith("TfOps>")], (name, sorted(types))
+        for a, b in zip(traced(x, x), fn(x, x)):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)

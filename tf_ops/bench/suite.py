@@ -7,7 +7,10 @@ Candidates, all timed in the same interleaved rounds (timing.py):
   tf_ops_eager  the tf_ops op called eagerly
   tf_eager      TF's op called eagerly                            -> "eager"
   tf_ops_xla    the tf_ops op under jit_compile (its XLA lowering), when the
-                library has one
+                library has one                                   -> "jit vs XLA"
+  portable      the tf_ops function traced under tf_ops.portable() inside
+                tf.function: the TF built-in composite an exported model runs
+                                                                  -> "portable cost"
   copy          tf.raw_ops.DeepCopy of as many bytes as the pass reads and
                 writes, inside tf.function: the memory floor ("x floor")
 Passes: forward (y = f(x)), grad (the grad op alone), fwd+bwd (y and dy/dx
@@ -23,6 +26,8 @@ import time
 from typing import Callable, Iterable
 
 import tensorflow as tf
+
+import tf_ops
 
 from tf_ops.bench.cases import CASES, Case, forward_backward, second_order
 from tf_ops.bench.timing import Timing, time_interleaved
@@ -65,6 +70,14 @@ def _tf_ops_jit(fn: Callable, args: tuple) -> Callable | None:
     return jitted
 
 
+def _portable(fn: Callable, args: tuple) -> Callable:
+    """fn in a tf.function traced under tf_ops.portable() (TF built-in ops only)."""
+    traced = tf.function(fn)
+    with tf_ops.portable():
+        traced.get_concrete_function(*args)
+    return traced
+
+
 def _candidates(case: Case, pass_: str, x, g, v, copy_src) -> dict[str, Callable[[], object]]:
     if pass_ == "forward":
         ours, theirs, args = case.ours, case.theirs, (x,)
@@ -81,6 +94,7 @@ def _candidates(case: Case, pass_: str, x, g, v, copy_src) -> dict[str, Callable
         "tf_ops_eager": _bind(ours, *args),
         "tf_eager": _bind(theirs, *args),
         "copy": _bind(tf.function(lambda t: tf.raw_ops.DeepCopy(x=t)), copy_src),
+        "portable": _bind(_portable(ours, args), *args),
     }
     jitted = _tf_ops_jit(ours, args)
     if jitted is not None:
@@ -105,6 +119,7 @@ def _row(case: Case, dtype: str, size_log2: int, pass_: str, t: dict[str, Timing
         "eager_vs_tf": ms["tf_eager"] / ms["tf_ops_eager"],
         "x_floor": ours / ms["copy"],
         "jit_vs_xla": ms["xla"] / ms["tf_ops_xla"] if "tf_ops_xla" in ms else None,
+        "portable_cost": ms["portable"] / ours,
     }
 
 

@@ -35,6 +35,24 @@ Composite = Callable[..., tf.Tensor]
 
 
 @dataclasses.dataclass(frozen=True)
+class TensorFlowEquivalent:
+    """What TensorFlow offers for the same function, as a user would write it: what the
+    benchmark times tf_ops against.
+
+    Attributes:
+      label: how the benchmark names it.
+      forward: f(x, **attrs) with TensorFlow ops (a built-in op where TF has one).
+      grad: g * f'(v) with TensorFlow ops: TF's own grad op where it has one, else the
+        derivative as a composite (what TF's backward computes, without re-running the
+        forward).
+    """
+
+    label: str
+    forward: Composite
+    grad: Composite
+
+
+@dataclasses.dataclass(frozen=True)
 class Activation:
     """One activation's Python: names, docs, Keras mapping and portable composite.
 
@@ -53,7 +71,10 @@ class Activation:
       layer_notes, layer_example: the layer's docstring.
       layer_args: Keras argument name for an op attribute where they differ.
       layer_aliases: further accepted argument names (Keras 2's), to a layer argument.
-      tensorflow: what TensorFlow offers for the same function (prose for the docs).
+      tensorflow: what TensorFlow offers for the same function (the benchmark's
+        reference).
+      bench: the benchmark's cases: name -> attributes (default: the function's name
+        with the default attributes).
     """
 
     op: str
@@ -68,7 +89,12 @@ class Activation:
     layer_example: str
     layer_args: Mapping[str, str] = dataclasses.field(default_factory=dict)
     layer_aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    tensorflow: str = ""
+    tensorflow: TensorFlowEquivalent | None = None
+    bench: Mapping[str, Mapping] | None = None
+
+    def bench_cases(self) -> dict[str, Mapping]:
+        """The benchmark's cases of this activation: name -> attributes."""
+        return dict(self.bench) if self.bench is not None else {self.function: {}}
 
     @property
     def function(self) -> str:
@@ -211,6 +237,34 @@ def _hard_swish_derivative(x):
     return tf.where(x <= -3.0, tf.zeros_like(x), tf.where(x >= 3.0, tf.ones_like(x), inside))
 
 
+# --- What TensorFlow offers (the benchmark's references) ---------------------------------
+
+
+def _tf_gelu_grad(g, x, approximate=False):
+    if approximate:
+        u = _SQRT_2_OVER_PI * (x + _TANH_COEFF * x * x * x)
+        t = tf.tanh(u)
+        du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_COEFF * x * x)
+        return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
+    phi = 0.5 * (1.0 + tf.math.erf(x * _INV_SQRT_2))
+    return g * (phi + x * _INV_SQRT_2PI * tf.exp(-0.5 * x * x))
+
+
+def _tf_silu_grad(g, x, beta=1.0):
+    s = tf.sigmoid(beta * x)
+    return g * (s * (1.0 + beta * x * (1.0 - s)))
+
+
+def _tf_mish_grad(g, x):
+    t = tf.tanh(tf.math.softplus(x))
+    return g * (t + x * (1.0 - t * t) * tf.sigmoid(x))
+
+
+def _tf_hard_swish_grad(g, x):
+    inside = tf.cast((x > -3.0) & (x < 3.0), x.dtype)
+    return g * (tf.nn.relu6(x + 3.0) / 6.0 + x * inside / 6.0)
+
+
 # --- The table -------------------------------------------------------------------------
 
 ACTIVATIONS: tuple[Activation, ...] = (
@@ -235,7 +289,11 @@ ACTIVATIONS: tuple[Activation, ...] = (
         "array([-0.2,  3. ], dtype=float32)",
         layer_args={"negative_slope": "alpha"},
         layer_aliases={"alpha": "negative_slope"},
-        tensorflow="`tf.nn.leaky_relu`, `keras.layers.LeakyReLU(negative_slope=...)`",
+        tensorflow=TensorFlowEquivalent(
+            "built-in",
+            lambda x, alpha=0.2: tf.nn.leaky_relu(x, alpha=alpha),
+            lambda g, v, alpha=0.2: tf.raw_ops.LeakyReluGrad(gradients=g, features=v, alpha=alpha),
+        ),
     ),
     Activation(
         op="Elu",
@@ -254,7 +312,11 @@ ACTIVATIONS: tuple[Activation, ...] = (
         "config.",
         layer_example='>>> tf_ops.layers.ELU(alpha=0.5)(np.array([-1.0, 2.0], "float32")).numpy()'
         ".round(4)\narray([-0.3161,  2.    ], dtype=float32)",
-        tensorflow="`tf.nn.elu` (alpha = 1), `keras.layers.ELU(alpha=...)`",
+        tensorflow=TensorFlowEquivalent(
+            "built-in",  # alpha = 1 only; the benchmark runs the default
+            lambda x, alpha=1.0: tf.nn.elu(x),
+            lambda g, v, alpha=1.0: tf.raw_ops.EluGrad(gradients=g, outputs=v),
+        ),
     ),
     Activation(
         op="Gelu",
@@ -270,7 +332,12 @@ ACTIVATIONS: tuple[Activation, ...] = (
         layer_notes="Same values as ``keras.activations.gelu(x, approximate)``.",
         layer_example='>>> tf_ops.layers.GELU()(np.array([-1.0, 1.0], "float32")).numpy()'
         ".round(4)\narray([-0.1587,  0.8413], dtype=float32)",
-        tensorflow="`tf.nn.gelu(x, approximate)`, `keras.activations.gelu`",
+        tensorflow=TensorFlowEquivalent(
+            "built-in (composite grad)",
+            lambda x, approximate=False: tf.nn.gelu(x, approximate=approximate),
+            _tf_gelu_grad,
+        ),
+        bench={"gelu": {}, "gelu_tanh": {"approximate": True}},
     ),
     Activation(
         op="Swish",
@@ -287,7 +354,9 @@ ACTIVATIONS: tuple[Activation, ...] = (
         "(Keras's ``swish``). `beta` is a fixed, finite number.",
         layer_example='>>> tf_ops.layers.Swish(beta=2.0)(np.array([-1.0, 1.0], "float32"))'
         ".numpy().round(4)\narray([-0.1192,  0.8808], dtype=float32)",
-        tensorflow="`tf.nn.silu(x, beta)`, `keras.activations.silu`",
+        tensorflow=TensorFlowEquivalent(
+            "tf.nn.silu (composite grad)", lambda x, beta=1.0: tf.nn.silu(x, beta=beta), _tf_silu_grad
+        ),
     ),
     Activation(
         op="Mish",
@@ -302,7 +371,9 @@ ACTIVATIONS: tuple[Activation, ...] = (
         layer_notes="As ``keras.activations.mish``.",
         layer_example='>>> tf_ops.layers.Mish()(np.array([-1.0, 1.0], "float32")).numpy()'
         ".round(4)\narray([-0.3034,  0.8651], dtype=float32)",
-        tensorflow="`keras.activations.mish` (a composite: x * tanh(softplus(x)))",
+        tensorflow=TensorFlowEquivalent(
+            "composite", lambda x: x * tf.tanh(tf.math.softplus(x)), _tf_mish_grad
+        ),
     ),
     Activation(
         op="HardSwish",
@@ -319,7 +390,11 @@ ACTIVATIONS: tuple[Activation, ...] = (
         layer_notes="As ``keras.activations.hard_swish``.",
         layer_example='>>> tf_ops.layers.HardSwish()(np.array([-1.0, 1.0], "float32")).numpy()'
         ".round(4)\narray([-0.3333,  0.6667], dtype=float32)",
-        tensorflow="`keras.activations.hard_swish` (a composite: x * relu6(x + 3) / 6)",
+        tensorflow=TensorFlowEquivalent(
+            "composite (keras.activations.hard_swish)",
+            lambda x: x * tf.nn.relu6(x + 3.0) / 6.0,
+            _tf_hard_swish_grad,
+        ),
     ),
 )
 
