@@ -2,7 +2,8 @@
 (CPU only: ~20 s on two idle cores; conftest.py's `cpu_only_build`, shared with
 test_build_without_cuda.py), imported by a fresh Python process: the build
 info says so, no op has an XLA kernel, and under jit_compile the wrappers use the
-composites, with the same checks as test_xla.py's 'composite' backend."""
+composites, with the same checks as test_xla.py's and test_grad_grad.py's
+'composite' backend."""
 
 from __future__ import annotations
 
@@ -28,13 +29,16 @@ _CHECKS = textwrap.dedent(
     assert not activations.XLA_LOWERED, activations.XLA_LOWERED
 
     import op_specs
+    import test_grad_grad
     import test_xla
     backend = "composite (library built without XLA)"
     for spec in op_specs.SPECS:
         attrs = dict(spec.attr_variants[0])
         for dtype in op_specs.DTYPES:
             test_xla.test_jit_matches_non_jit_and_reference(spec, attrs, dtype, backend)
+            test_grad_grad.test_jit_matches_reference_and_kernel(spec, attrs, dtype, backend)
         test_xla.test_jit_special_values_match_non_jit(spec, attrs, tf.float32, backend)
+        test_grad_grad.test_jit_special_values_match_kernel(spec, attrs, backend)
         test_xla.test_hlo_comes_from_the_lowerings(spec, "composite")
     model, loss, _, _ = test_xla._fit(op_specs.SPECS[2], jit_compile=True)
     assert model.jit_compile is True and all(l == l for l in loss), loss

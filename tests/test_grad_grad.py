@@ -223,6 +223,16 @@ def test_shape_mismatch_at_run_time(spec):
 
 
 @pytest.mark.parametrize("spec", spec_params())
+def test_rejects_integer_and_mixed_dtypes(spec):
+    i32, f32, f64 = tf.constant([1, 2], tf.int32), tf.constant([1.0, 2.0]), tf.constant([1.0, 2.0], tf.float64)
+    with pytest.raises((TypeError, tf.errors.InvalidArgumentError), match="int32"):
+        spec.grad_grad_op(i32, i32, i32)
+    with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
+        spec.grad_grad_op(f32, f32, f64)
+    assert_library_still_works()
+
+
+@pytest.mark.parametrize("spec", spec_params())
 def test_invalid_attrs_rejected(spec):
     for attrs, pattern in spec.invalid_attrs:
         with pytest.raises(tf.errors.InvalidArgumentError, match=pattern):
