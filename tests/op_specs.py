@@ -17,6 +17,7 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import keras
 import tensorflow as tf
 
 import tf_ops
@@ -252,6 +253,18 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_A = 0.044715
 
 
+def _tape_grad(fn):
+    """(g, v) -> g * fn'(v) through a tape: TF's gradient of a TF function."""
+
+    def grad(g, v):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            y = fn(v)
+        return tape.gradient(y, v, output_gradients=g)
+
+    return grad
+
+
 # --- Gelu -------------------------------------------------------------------
 
 
@@ -425,6 +438,26 @@ def _tf_hard_swish_grad(g, v):
     return tape.gradient(y, v, output_gradients=g)
 
 
+# --- Celu -------------------------------------------------------------------
+
+
+def _celu_ref(x, alpha=1.0):
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(x > 0, x, alpha * np.expm1(x / alpha))
+
+
+def _celu_ref_grad(g, x, alpha=1.0):
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(g, np.float64) * np.where(x > 0, 1.0, np.exp(np.minimum(x, 0) / alpha))
+
+
+def _celu_ref_second(x, alpha=1.0):
+    x = np.asarray(x, np.float64)
+    return np.where(x > 0, 0.0, np.exp(np.minimum(x, 0) / alpha) / alpha)
+
+
 # ---------------------------------------------------------------------------
 # The table.
 # ---------------------------------------------------------------------------
@@ -550,6 +583,25 @@ SPECS: tuple[OpSpec, ...] = (
         builtin_atol_eps=2.0,
         # f' = (2x + 3) / 6 crosses zero at x = -1.5: the sum's rounding is absolute.
         grad_abs_ulps=8.0,
+    ),
+    OpSpec(
+        name="Celu",
+        forward=tf_ops.celu,
+        grad_op=tf_ops.celu_grad,
+        grad_grad_op=tf_ops.celu_grad_grad,
+        grad_takes_outputs=False,
+        ref=_celu_ref,
+        ref_grad=_celu_ref_grad,
+        ref_second=_celu_ref_second,
+        attr_variants=({"alpha": 1.0}, {"alpha": 0.5}, {"alpha": 3.0}),
+        ref_limits=lambda alpha=1.0: {math.inf: math.inf, -math.inf: -alpha},
+        kinks=(0.0,),  # f' is continuous there, f'' is not
+        invalid_attrs=(({"alpha": 0.0}, r"alpha.*> 0"), ({"alpha": -1.0}, r"alpha.*> 0")) + _NON_FINITE,
+        builtin_forward=lambda attrs: (lambda x: keras.activations.celu(x, alpha=attrs["alpha"])),
+        builtin_grad=lambda attrs: _tape_grad(lambda x: keras.activations.celu(x, alpha=attrs["alpha"])),
+        builtin_atol_eps=2.0,
+        # An ulp of x / alpha moves e^(x / alpha) by |x / alpha| ulps (|x| <= 10 here).
+        compute_ulps=32.0,
     ),
 )
 

@@ -286,6 +286,30 @@ struct HardSwish {
   }
 };
 
+// Celu (Barron 2017, "continuously differentiable ELU"): f(x) = x if x > 0
+// else alpha * (e^(x / alpha) - 1). Unlike Elu with alpha != 1 its derivative
+// is continuous at 0: f' = 1 for x > 0, else e^(x / alpha); f'' = 0 for x > 0,
+// else e^(x / alpha) / alpha. alpha must be > 0.
+struct Celu {
+  static constexpr const char* kName = "Celu";
+  static constexpr int kCyclesPerElement = 20;
+  static constexpr bool kGradTakesOutputs = false;
+  float alpha = 1.0f;
+
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Forward(T x) const {
+    return Select(x > T(0), x, T(alpha) * Expm1(x / T(alpha)));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    return Select(x > T(0), T(1), Exp(x / T(alpha)));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    return Select(x > T(0), T(0), Exp(x / T(alpha)) / T(alpha));
+  }
+};
+
 // ------------------------------------------------------ the three ops ----
 // What each op computes, element by element, from the functor: the CPU and
 // CUDA engines and the XLA lowering all call these.

@@ -76,6 +76,14 @@ ActivationOpDefs OpDefsOf(HardSwish) {
           "-3, (2 features + 3) / 6 inside, 1 for features >= 3."};
 }
 
+ActivationOpDefs OpDefsOf(Celu) {
+  return {{"alpha: float = 1.0"},
+          "activations = features if features > 0 else alpha * "
+          "(exp(features / alpha) - 1). alpha must be finite and > 0.",
+          "backprops = gradients if features > 0 else gradients * "
+          "exp(features / alpha)."};
+}
+
 // The dtypes every activation supports, on every device. Half and bfloat16
 // are computed in float and rounded once.
 constexpr char kDtypes[] = "T: {half, bfloat16, float, double} = DT_FLOAT";

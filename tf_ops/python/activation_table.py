@@ -237,6 +237,18 @@ def _hard_swish_derivative(x):
     return tf.where(x <= -3.0, tf.zeros_like(x), tf.where(x >= 3.0, tf.ones_like(x), inside))
 
 
+# --- Celu ------------------------------------------------------------------------------
+
+
+def _celu(x, alpha=1.0):
+    negative = alpha * pm.expm1_nonpositive(tf.minimum(x, 0.0) / alpha)
+    return tf.where(x <= 0, negative, tf.maximum(x, 0.0))  # NaN: max(NaN, 0)
+
+
+def _celu_derivative(x, alpha=1.0):
+    return tf.where(x > 0, tf.ones_like(x), tf.exp(tf.minimum(x, 0.0) / alpha))
+
+
 # --- What TensorFlow offers (the benchmark's references) ---------------------------------
 
 
@@ -394,6 +406,28 @@ ACTIVATIONS: tuple[Activation, ...] = (
             "composite (keras.activations.hard_swish)",
             lambda x: x * tf.nn.relu6(x + 3.0) / 6.0,
             _tf_hard_swish_grad,
+        ),
+    ),
+    Activation(
+        op="Celu",
+        title="CELU (continuously differentiable ELU)",
+        notes="Barron (2017); PyTorch's `nn.CELU`, JAX's `jax.nn.celu`, as "
+        "``keras.activations.celu`` in one kernel instead of four. Unlike `elu` with "
+        "alpha != 1, its derivative is continuous at 0. `alpha` must be finite and > 0.",
+        example=">>> tf_ops.celu([-1.0, 2.0], alpha=0.5).numpy().round(6)\n"
+        "array([-0.432332,  2.      ], dtype=float32)",
+        grad_example=">>> tf_ops.celu_grad([1.0, 1.0], [-1.0, 2.0], alpha=0.5).numpy().round(6)\n"
+        "array([0.135335, 1.      ], dtype=float32)",
+        forward=_celu,
+        derivative=_celu_derivative,
+        layer="CELU",
+        layer_notes="As ``keras.activations.celu(x, alpha)`` (Keras has no CELU layer).",
+        layer_example='>>> tf_ops.layers.CELU(alpha=2.0)(np.array([-1.0, 1.0], "float32")).numpy()'
+        ".round(4)\narray([-0.7869,  1.    ], dtype=float32)",
+        tensorflow=TensorFlowEquivalent(
+            "composite (keras.activations.celu)",
+            lambda x, alpha=1.0: tf.maximum(x, 0.0) + alpha * tf.math.expm1(tf.minimum(x, 0.0) / alpha),
+            lambda g, v, alpha=1.0: g * tf.where(v > 0, tf.ones_like(v), tf.exp(tf.minimum(v, 0.0) / alpha)),
         ),
     ),
 )
