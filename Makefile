@@ -45,6 +45,7 @@ engine-test: venv
 	  || (cat $(ENGINE_TEST_DIR)/configure.log; exit 1)
 	cmake --build $(ENGINE_TEST_DIR) --parallel 2
 	$(ENGINE_TEST_DIR)/engine_sanitizer_test
+	$(ENGINE_TEST_DIR)/fused_engine_sanitizer_test
 
 test: build engine-test
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -458,6 +458,22 @@ def _celu_ref_second(x, alpha=1.0):
     return np.where(x > 0, 0.0, np.exp(np.minimum(x, 0) / alpha) / alpha)
 
 
+# --- Sigmoid ----------------------------------------------------------------
+
+
+def _sigmoid_ref(x):
+    return _sigmoid(x)
+
+
+def _sigmoid_ref_grad(g, x):
+    return np.asarray(g, np.float64) * _sigmoid(x) * _sigmoid(-np.asarray(x, np.float64))
+
+
+def _sigmoid_ref_second(x):
+    s, sm = _sigmoid(x), _sigmoid(-np.asarray(x, np.float64))
+    return s * sm * (sm - s)
+
+
 # ---------------------------------------------------------------------------
 # The table.
 # ---------------------------------------------------------------------------
@@ -602,6 +618,26 @@ SPECS: tuple[OpSpec, ...] = (
         builtin_atol_eps=2.0,
         # An ulp of x / alpha moves e^(x / alpha) by |x / alpha| ulps (|x| <= 10 here).
         compute_ulps=32.0,
+    ),
+    OpSpec(
+        name="Sigmoid",
+        forward=tf_ops.sigmoid,
+        grad_op=tf_ops.sigmoid_grad,
+        grad_grad_op=tf_ops.sigmoid_grad_grad,
+        grad_takes_outputs=False,
+        ref=_sigmoid_ref,
+        ref_grad=_sigmoid_ref_grad,
+        ref_second=_sigmoid_ref_second,
+        attr_variants=({},),
+        ref_limits=lambda: {math.inf: 1.0, -math.inf: 0.0},
+        builtin_forward=lambda attrs: tf.sigmoid,
+        builtin_grad=lambda attrs: _tape_grad(tf.sigmoid),
+        builtin_atol_eps=1.0,
+        # e^-x loses |x| ulps to an ulp of x (|x| <= 10 here).
+        compute_ulps=16.0,
+        # f'' = s (1 - s) (1 - 2s) crosses zero at x = 0, where 1 - 2s = (1 - s) - s
+        # cancels: its rounding is absolute (as HardSwish's f').
+        grad_abs_ulps=4.0,
     ),
 )
 

@@ -70,6 +70,8 @@ def _attr_text(attr) -> str:
             default += ".0"
     elif attr.type == "bool":
         default = "true" if value.b else "false"
+    elif attr.type == "string":  # the bias ops' data_format
+        default = repr(value.s.decode())
     else:
         default = str(value)
     return f"{attr.name}: {attr.type} = {default}"

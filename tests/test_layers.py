@@ -48,7 +48,8 @@ def test_public_module():
     assert tf_ops.layers.GELU is L.GELU
     for name in LAYERS:
         assert issubclass(getattr(tf_ops.layers, name), keras.layers.Layer)
-    assert sorted(tf_ops.layers.__all__) == sorted(LAYERS)
+    # The activation layers, and the fused Dense layers (tests/test_fused_layers.py).
+    assert sorted(tf_ops.layers.__all__) == sorted([*LAYERS, "Dense", "GatedDense"])
 
 
 def test_defaults():

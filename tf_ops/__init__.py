@@ -23,16 +23,19 @@ Example:
 from tf_ops import layers  # Keras layers; registers the activations with Keras
 from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
 from tf_ops.python.activations import FUNCTIONS as _FUNCTIONS
+from tf_ops.python.fused import FUNCTIONS as _FUSED_FUNCTIONS
 from tf_ops.python.cpu_info import active_cpu_isa
 from tf_ops.python.gpu import GpuFallbackWarning, GpuStatus
 from tf_ops.python.library import BuildInfo, build_info, gpu_status, library_path, load_library
 from tf_ops.python.portable import is_portable, portable
 
 globals().update(_FUNCTIONS)
+globals().update(_FUSED_FUNCTIONS)
 
 __all__ = sorted(
     [
         *_FUNCTIONS,
+        *_FUSED_FUNCTIONS,
         "BuildInfo",
         "GpuFallbackWarning",
         "GpuStatus",

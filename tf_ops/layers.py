@@ -13,7 +13,9 @@ Example:
 See `tf_ops.python.layers` for the details and choices.
 """
 
+from tf_ops.python.dense import DENSE_LAYERS
 from tf_ops.python.layers import LAYERS
 
 globals().update(LAYERS)
-__all__ = sorted(LAYERS)
+globals().update(DENSE_LAYERS)  # Dense, GatedDense: bias + activation fused
+__all__ = sorted([*LAYERS, *DENSE_LAYERS])

@@ -76,6 +76,11 @@ absl::Status ReadAttrs(Ctx* ctx, Celu* op) {
       "TfOps>Celu: attribute 'alpha' must be > 0, got ", op->alpha));
 }
 
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx*, Sigmoid*) {
+  return absl::OkStatus();
+}
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_ACTIVATION_ATTRS_H_

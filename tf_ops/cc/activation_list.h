@@ -13,6 +13,7 @@
   X(Swish)                            \
   X(Mish)                             \
   X(HardSwish)                        \
-  X(Celu)
+  X(Celu)                             \
+  X(Sigmoid)
 
 #endif  // TF_OPS_CC_ACTIVATION_LIST_H_

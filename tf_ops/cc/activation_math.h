@@ -310,6 +310,31 @@ struct Celu {
   }
 };
 
+// Sigmoid: f(x) = 1 / (1 + e^-x), as tf.sigmoid; the gate of the original GLU
+// (tf_ops.glu). With s = sigmoid(x) and 1 - s = sigmoid(-x) (Logistic's pair,
+// no cancellation in either tail): f' = s (1 - s), f'' = s (1 - s) (1 - 2s),
+// 1 - 2s written as (1 - s) - s.
+struct Sigmoid {
+  static constexpr const char* kName = "Sigmoid";
+  static constexpr int kCyclesPerElement = 15;
+  static constexpr bool kGradTakesOutputs = false;
+
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Forward(T x) const {
+    return Logistic(x).s;
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    const LogisticPair<T> l = Logistic(x);
+    return l.s * l.sm;
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    const LogisticPair<T> l = Logistic(x);
+    return l.s * l.sm * (l.sm - l.s);
+  }
+};
+
 // ------------------------------------------------------ the three ops ----
 // What each op computes, element by element, from the functor: the CPU and
 // CUDA engines and the XLA lowering all call these.

@@ -14,6 +14,8 @@
 //
 // Kernels for these ops are in activation_kernels.cc (and the XLA lowerings
 // in activation_xla.cc); Python gradients in tf_ops/python/gradients.py.
+// Each activation's fused ops (bias + activation, gated) are registered here
+// too, with the same attributes: see fused_op_defs.h.
 
 #include <vector>
 #include <string>
@@ -21,6 +23,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_shape_fns.h"
+#include "tf_ops/cc/fused_op_defs.h"
 
 namespace tf_ops {
 namespace {
@@ -84,6 +87,14 @@ ActivationOpDefs OpDefsOf(Celu) {
           "exp(features / alpha)."};
 }
 
+ActivationOpDefs OpDefsOf(Sigmoid) {
+  return {{},
+          "activations = 1 / (1 + exp(-features)), as tf.sigmoid.",
+          "backprops = gradients * s * (1 - s), s = sigmoid(features) (from "
+          "the features, unlike TensorFlow's SigmoidGrad, which takes the "
+          "outputs)."};
+}
+
 // The dtypes every activation supports, on every device. Half and bfloat16
 // are computed in float and rounded once.
 constexpr char kDtypes[] = "T: {half, bfloat16, float, double} = DT_FLOAT";
@@ -125,7 +136,8 @@ bool RegisterActivationOps() {
            "d_gradients = upstream * f'(" + v + "), d_" + v +
            " = upstream * gradients * f''(" + v + "), in one pass.");
   grad_grad();
-  return true;
+  // The fused ops (bias + activation, gated), with the same attributes.
+  return RegisterFusedOps<Act>(defs.attrs, kDtypes);
 }
 
 #define TF_OPS_REGISTER_OPS(Act) \

@@ -36,6 +36,7 @@
 #include "tf_ops/cc/activation_attrs.h"
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_math.h"
+#include "tf_ops/cc/xla_compute_type.h"
 #include "tf_ops/cc/xla_value.h"
 #include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/xla_builder.h"
@@ -46,21 +47,6 @@ namespace tf_ops {
 namespace {
 
 using xla::XlaOp;
-
-// Half and bfloat16 are computed in float and rounded once, double in double.
-xla::PrimitiveType ComputeType(xla::PrimitiveType type) {
-  return type == xla::F64 ? xla::F64 : xla::F32;
-}
-XlaValue Widen(XlaOp x, xla::PrimitiveType type) {
-  const xla::PrimitiveType compute = ComputeType(type);
-  return XlaValue(compute == type ? x : xla::ConvertElementType(x, compute));
-}
-// `like` gives a result that folded to a constant its shape and type.
-XlaOp Narrow(const XlaValue& y, const XlaValue& like,
-             xla::PrimitiveType type) {
-  const XlaOp op = y.Op(like.op());
-  return ComputeType(type) == type ? op : xla::ConvertElementType(op, type);
-}
 
 // Which computation an input feeds (see Isolated).
 enum class Use { kGrad, kGradGradFirst, kGradGradSecond };

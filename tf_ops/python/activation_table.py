@@ -249,6 +249,17 @@ def _celu_derivative(x, alpha=1.0):
     return tf.where(x > 0, tf.ones_like(x), tf.exp(tf.minimum(x, 0.0) / alpha))
 
 
+# --- Sigmoid ---------------------------------------------------------------------------
+
+
+def _sigmoid(x):
+    return pm.logistic(x)
+
+
+def _sigmoid_derivative(x):
+    return tf.sigmoid(x) * tf.sigmoid(-x)  # s (1 - s), no cancellation in either tail
+
+
 # --- What TensorFlow offers (the benchmark's references) ---------------------------------
 
 
@@ -428,6 +439,27 @@ ACTIVATIONS: tuple[Activation, ...] = (
             "composite (keras.activations.celu)",
             lambda x, alpha=1.0: tf.maximum(x, 0.0) + alpha * tf.math.expm1(tf.minimum(x, 0.0) / alpha),
             lambda g, v, alpha=1.0: g * tf.where(v > 0, tf.ones_like(v), tf.exp(tf.minimum(v, 0.0) / alpha)),
+        ),
+    ),
+    Activation(
+        op="Sigmoid",
+        title="Sigmoid",
+        notes="As `tf.sigmoid`; the gate of the original GLU (`tf_ops.glu`). Its grad op "
+        "takes the features (TensorFlow's SigmoidGrad takes the outputs).",
+        example=">>> tf_ops.sigmoid([-1.0, 0.0, 2.0]).numpy().round(6)\n"
+        "array([0.268941, 0.5     , 0.880797], dtype=float32)",
+        grad_example=">>> tf_ops.sigmoid_grad([1.0], [0.0]).numpy()\narray([0.25], dtype=float32)",
+        forward=_sigmoid,
+        derivative=_sigmoid_derivative,
+        layer="Sigmoid",
+        layer_notes="As ``keras.activations.sigmoid`` (Keras has no Sigmoid layer).",
+        layer_example='>>> tf_ops.layers.Sigmoid()(np.array([0.0, 2.0], "float32")).numpy()'
+        ".round(4)\narray([0.5   , 0.8808], dtype=float32)",
+        tensorflow=TensorFlowEquivalent(
+            "built-in",
+            lambda x: tf.sigmoid(x),
+            # TensorFlow's backward takes the saved outputs: SigmoidGrad(y, dy).
+            lambda g, v: tf.raw_ops.SigmoidGrad(y=tf.sigmoid(v), dy=g),
         ),
     ),
 )

@@ -89,7 +89,13 @@ def _make(entry: Activation, family: str) -> Callable[..., Any]:
     op_fn = getattr(_ops, "tf_ops_" + name)
     composite = _COMPOSITES[family]
 
-    def call(inputs: tuple, attrs: dict, name: str | None):
+    def call(inputs: tuple, attrs: dict, name: str | None, bias=None, data_format="NHWC"):
+        if bias is not None:  # the fused TfOps>Bias{op} (fused.py)
+            from tf_ops.python import fused  # noqa: PLC0415  (imports this module)
+
+            return fused.bias_activation(entry, inputs[0], bias, attrs, data_format, name)
+        if data_format not in ("NHWC", "NCHW"):
+            raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
         if is_portable() or _xla_without_lowering(op):
             with tf.name_scope(name or op):
                 tensors = [tf.convert_to_tensor(inputs[0])]
@@ -103,9 +109,13 @@ def _make(entry: Activation, family: str) -> Callable[..., Any]:
     args = op_info.inputs(op_type)
     attrs = op_info.attrs(op_type)
     params = [*args, *(f"{a.name}={a.default!r}" for a in attrs), "name=None"]
+    extra = ""
+    if family == "":  # the bias + activation form: keyword-only
+        params += ["*", "bias=None", "data_format='NHWC'"]
+        extra = ", bias, data_format"
     source = (
         f"def {name}({', '.join(params)}):\n"
-        f"    return _call(({', '.join(args)},), {{{', '.join(f'{a.name!r}: {a.name}' for a in attrs)}}}, name)\n"
+        f"    return _call(({', '.join(args)},), {{{', '.join(f'{a.name!r}: {a.name}' for a in attrs)}}}, name{extra})\n"
     )
     namespace = {"_call": call}
     exec(source, namespace)  # noqa: S102  (source built above from the op's registration)
@@ -116,6 +126,7 @@ def _make(entry: Activation, family: str) -> Callable[..., Any]:
         **{a: "TensorLike" for a in args},
         **{a.name: a.type for a in attrs},
         "name": "str | None",
+        **({"bias": "TensorLike | None", "data_format": "str"} if family == "" else {}),
         "return": "tuple[tf.Tensor, tf.Tensor]" if family == "GradGrad" else "tf.Tensor",
     }
     fn.__doc__ = _docstring(entry, family)
@@ -129,6 +140,12 @@ def _docstring(entry: Activation, family: str) -> str:
     formula = op_info.summary(op_type)
     if family == "":
         head, body, example = f"{entry.title}: ``{formula}``", entry.notes, entry.example
+        body += (
+            f"\n\nWith ``bias=b`` (keyword only) it computes ``{fn}(features + b)`` in "
+            f"one fused op (``TfOps>Bias{entry.op}``, whose gradient gives the bias "
+            "gradient in the same pass): `b` is 1-D, one element per channel, the last "
+            "axis, or axis 1 with ``data_format=\"NCHW\"``."
+        )
     elif family == "Grad":
         head = f"Gradient of `{fn}` (the op ``{op_type}``): ``{formula}``"
         body = f"`{inputs[0]}` and `{inputs[1]}` must have the same shape and dtype."

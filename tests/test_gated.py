@@ -1,0 +1,224 @@
+"""Gated activations (the GLU family): ``tf_ops.gated(x, activation)``
+(``TfOps>Gated{Act}``), its grad op ``tf_ops.gated_<act>_grad``
+(``TfOps>Gated{Act}Grad``) and the aliases glu, geglu, swiglu, reglu, for every
+activation in op_specs.SPECS: values and gradients against float64 references for
+every dtype, first, second and third order, XLA, shape errors at graph build and run
+time, the optional bias, and the portable form (no TfOps> op)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_ops
+from checks import assert_close
+from fused_refs import (gate_name, gated_forward_ref, gated_grad_fn, gated_grad_ref, grad_tolerance,
+                        op_types)
+from op_specs import (SPECS, as_f64, dtype_params, round_attrs, sample, spec_attr_params,
+                      spec_params, to_dtype)
+
+MAX_NUMERIC_ERROR = 1e-5
+MIN_KINK_DISTANCE = 0.1
+SHAPES = [(2,), (7, 2 * 37), (2, 3, 2 * 5)]
+
+
+def _x_away_from_kinks(spec, shape, seed):
+    """Features whose first half keeps MIN_KINK_DISTANCE from the kinks."""
+    x = sample(shape, seed, lo=-1.0, hi=0.5)
+    a = sample(shape[:-1] + (shape[-1] // 2,), seed + 1, spec.kinks, MIN_KINK_DISTANCE, lo=-1.0, hi=0.5)
+    x[..., : shape[-1] // 2] = a
+    return x
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+@pytest.mark.parametrize("dtype", dtype_params())
+@pytest.mark.parametrize("spec,attrs", spec_attr_params())
+def test_values_and_grad_op(spec, attrs, dtype, shape):
+    x = to_dtype(sample(shape, 31, lo=-2, hi=0.6), dtype)
+    out_shape = shape[:-1] + (shape[-1] // 2,)
+    g = to_dtype(sample(out_shape, 32, lo=-1, hi=0.3), dtype)
+    y = tf_ops.gated(x, gate_name(spec), **attrs)
+    assert y.dtype == dtype and tuple(y.shape) == out_shape
+    assert_close(y, gated_forward_ref(spec, as_f64(x), attrs), spec.tolerance(dtype), "activations")
+    dx = gated_grad_fn(spec)(g, x, **attrs)
+    assert dx.dtype == dtype and tuple(dx.shape) == shape
+    # g * b * f'(a) rounds g * b once more than the plain grad op: one ulp more.
+    tol = grad_tolerance(spec, attrs, dtype, as_f64(g) * np.abs(as_f64(x)).max())
+    assert_close(dx, gated_grad_ref(spec, as_f64(g), as_f64(x), attrs),
+                 type(tol)(rtol=tol.rtol + 2.0**-23, atol=tol.atol), "backprops")
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_tape_gradient_is_the_grad_op(spec):
+    x = tf.constant(sample((4, 10), 3))
+    g = tf.constant(sample((4, 5), 4))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf_ops.gated(x, gate_name(spec))
+    np.testing.assert_array_equal(tape.gradient(y, x, output_gradients=g).numpy(),
+                                  gated_grad_fn(spec)(g, x).numpy())
+
+
+def _max_error(theoretical, numerical):
+    return max(float(np.max(np.abs(t - n))) if t.size else 0.0 for t, n in zip(theoretical, numerical))
+
+
+@pytest.mark.parametrize("spec,attrs", spec_attr_params())
+def test_compute_gradient_first_second_and_grad_op(spec, attrs):
+    name = gate_name(spec)
+    x = _x_away_from_kinks(spec, (2, 6), seed=5)
+    fn = lambda x: tf_ops.gated(x, name, **attrs)  # noqa: E731
+    assert _max_error(*tf.test.compute_gradient(fn, [x])) < MAX_NUMERIC_ERROR
+    w = tf.constant(sample((2, 3), 6, lo=-1, hi=0.3))
+
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return tape.gradient(y, x, output_gradients=w)
+
+    assert _max_error(*tf.test.compute_gradient(gradient, [x])) < MAX_NUMERIC_ERROR
+    g = sample((2, 3), 7, lo=-1, hi=0.3)
+    grad = lambda g, x: gated_grad_fn(spec)(g, x, **attrs)  # noqa: E731
+    assert _max_error(*tf.test.compute_gradient(grad, [g, x])) < MAX_NUMERIC_ERROR
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_third_order_matches_the_plain_ops(spec):
+    name = gate_name(spec)
+    x = tf.constant(_x_away_from_kinks(spec, (3, 4), seed=8))
+
+    def derivatives(fn):
+        with tf.GradientTape() as t3:
+            t3.watch(x)
+            with tf.GradientTape() as t2:
+                t2.watch(x)
+                with tf.GradientTape() as t1:
+                    t1.watch(x)
+                    y = fn(x)
+                d1 = t1.gradient(y, x)
+            d2 = t2.gradient(d1, x)
+        return d1, d2, t3.gradient(d2, x)
+
+    plain = getattr(tf_ops, name)
+    unfused = lambda x: plain(x[:, :2]) * x[:, 2:]  # noqa: E731
+    for got, want in zip(derivatives(lambda x: tf_ops.gated(x, name)), derivatives(unfused)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_compat_v1_compute_gradient_error():
+    for spec in SPECS:
+        x0 = _x_away_from_kinks(spec, (3, 4), seed=10)
+        with tf.Graph().as_default():
+            x = tf.constant(x0)
+            y = tf_ops.gated(x, gate_name(spec))
+            with tf.compat.v1.Session():
+                err = tf.compat.v1.test.compute_gradient_error(x, x0.shape, y, (3, 2), x_init_value=x0)
+                assert err < MAX_NUMERIC_ERROR, spec.name
+
+
+@pytest.mark.parametrize("dtype", dtype_params())
+@pytest.mark.parametrize("spec", spec_params())
+def test_xla_matches_the_kernels(spec, dtype):
+    x = tf.constant(to_dtype(sample((6, 34), 41, lo=-2, hi=0.6), dtype))
+    g = tf.constant(to_dtype(sample((6, 17), 42, lo=-1, hi=0.3), dtype))
+    name = gate_name(spec)
+
+    def step(x, g):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf_ops.gated(x, name)
+        return y, tape.gradient(y, x, output_gradients=g)
+
+    jit = tf.function(step, jit_compile=True)
+    assert f"TfOps>Gated{spec.name}" in op_types(jit.get_concrete_function(x, g).graph.as_graph_def())
+    tol = spec.grad_tolerance(dtype, as_f64(g) * 4)
+    loose = type(tol)(rtol=4 * tol.rtol + 2.0**-22, atol=4 * tol.atol)
+    for got, want, what in zip(jit(x, g), step(x, g), ("y", "dx")):
+        assert_close(got, as_f64(want), loose, what)
+
+
+def test_aliases():
+    x = tf.constant(sample((3, 8), 50, lo=-2, hi=0.5))
+    for alias, activation, attrs in (("glu", "sigmoid", {}), ("geglu", "gelu", {}),
+                                     ("swiglu", "swish", {}), ("reglu", "leaky_relu", {"alpha": 0.0})):
+        np.testing.assert_array_equal(getattr(tf_ops, alias)(x).numpy(),
+                                      tf_ops.gated(x, activation, **attrs).numpy())
+    a, b = x[:, :4], x[:, 4:]
+    for got, want in ((tf_ops.glu(x), tf.sigmoid(a) * b), (tf_ops.geglu(x), tf.nn.gelu(a) * b),
+                      (tf_ops.swiglu(x), tf.nn.silu(a) * b), (tf_ops.reglu(x), tf.nn.relu(a) * b),
+                      (tf_ops.geglu(x, approximate=True), tf.nn.gelu(a, approximate=True) * b)):
+        # rtol: TF's float64 gelu is not float64-accurate (op_specs: builtin_floor); the
+        # values themselves are checked against float64 references above.
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-300)
+
+
+def test_bias_before_the_split():
+    x = tf.constant(sample((3, 8), 51))
+    bias = tf.constant(sample((8,), 52))
+    with tf.GradientTape() as tape:
+        tape.watch([x, bias])
+        y = tf_ops.swiglu(x, bias=bias)
+    dx, db = tape.gradient(y, [x, bias])
+    z = x + bias
+    with tf.GradientTape() as tape:
+        tape.watch(z)
+        want = tf.nn.silu(z[:, :4]) * z[:, 4:]
+    dz = tape.gradient(want, z)
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(dx.numpy(), dz.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(db.numpy(), tf.reduce_sum(dz, 0).numpy(), rtol=1e-12)
+
+
+# ----------------------------------------------------------------- bad input --
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_bad_shapes(spec):
+    name, grad = gate_name(spec), gated_grad_fn(spec)
+    with pytest.raises(ValueError, match=r"last axis of features must be even.*\[2,5\]"):
+        tf.function(lambda: tf_ops.gated(tf.zeros([2, 5]), name)).get_concrete_function()
+    with pytest.raises(ValueError, match=r"gradients must have the shape of the activations.*\[2,3\].*\[2,4\]"):
+        tf.function(lambda: grad(tf.zeros([2, 3]), tf.zeros([2, 4]))).get_concrete_function()
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"must be even.*\[3\]"):
+        tf_ops.gated(tf.zeros([3]), name)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"must be even.*\[\]"):
+        tf_ops.gated(tf.zeros([]), name)
+    unknown = tf.TensorSpec(None, tf.float32)
+    f = tf.function(lambda x: tf_ops.gated(x, name), input_signature=[unknown])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"must be even.*\[4,7\]"):
+        f(tf.zeros([4, 7]))
+    fg = tf.function(lambda g, x: grad(g, x), input_signature=[unknown, unknown])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"gradients \[4,3\] and features \[4,4\]"):
+        fg(tf.zeros([4, 3]), tf.zeros([4, 4]))
+    assert tf_ops.gated(tf.zeros([0, 4]), name).shape == (0, 2)
+
+
+def test_unknown_activation_and_attribute():
+    with pytest.raises(ValueError, match="activation must be one of"):
+        tf_ops.gated(tf.zeros([2]), "tanh")
+    with pytest.raises(TypeError, match="unexpected attribute"):
+        tf_ops.gated(tf.zeros([2]), "swish", alpha=1.0)
+
+
+# ------------------------------------------------------------------ portable --
+
+
+@pytest.mark.parametrize("spec,attrs", spec_attr_params())
+def test_portable_builds_no_tf_ops_op_and_matches(spec, attrs):
+    name = gate_name(spec)
+    x = tf.constant(sample((3, 8), 60), tf.float32)
+    g = tf.constant(sample((3, 4), 61), tf.float32)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf_ops.gated(x, name, **attrs)
+        return y, tape.gradient(y, x, output_gradients=g)
+
+    with tf_ops.portable():
+        concrete = tf.function(step).get_concrete_function(x)
+    assert not any(t.startswith("TfOps>") for t in op_types(concrete.graph.as_graph_def()))
+    for got, want in zip(concrete(x), step(x)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=1e-6)
