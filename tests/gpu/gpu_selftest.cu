@@ -249,6 +249,8 @@ std::vector<Swish> Variants(Swish) {
 }
 std::vector<Mish> Variants(Mish) { return {Mish{}}; }
 std::vector<HardSwish> Variants(HardSwish) { return {HardSwish{}}; }
+std::vector<Celu> Variants(Celu) { return {Celu{}, Celu{0.5f}}; }
+std::vector<Sigmoid> Variants(Sigmoid) { return {Sigmoid{}}; }
 
 template <typename Family, typename Op>
 void CheckAllVariants(bool quick, Tally* t) {
