@@ -14,7 +14,9 @@ pip's isolation switched off (``python -I``), which TensorFlow it has, and has p
 same distribution and version into the build environment: the library matches the TensorFlow the
 user runs, and the user's stays untouched. Where the interpreter has none (a fresh environment,
 or a frontend that builds in a venv of its own such as ``python -m build``), the build gets the
-newest ``tensorflow``, and the package then requires exactly that.
+newest ``tensorflow``, and the package then requires exactly that. (The hook is not told whether
+it serves an sdist or a wheel, so an isolated sdist build installs a TensorFlow it does not use:
+an sdist carries no pin.)
 
 Run as a script, it prints the requirement for the TensorFlow of the running interpreter (or
 nothing): ``python tools/tensorflow_requirement.py`` -> ``tensorflow==2.21.0``.
@@ -78,10 +80,13 @@ def _outer_requirement() -> str | None:
     try:
         result = subprocess.run(
             [sys.executable, "-I", str(Path(__file__).resolve())],
-            capture_output=True, text=True, timeout=120, check=True,
+            capture_output=True, text=True, timeout=120,
         )
     except (OSError, subprocess.SubprocessError):
         return None
+    if result.returncode != 0:  # e.g. two TensorFlow distributions there: say so, build nothing
+        raise RuntimeError(result.stderr.strip().splitlines()[-1] if result.stderr.strip() else
+                           f"{sys.executable} -I {__file__} exited with {result.returncode}")
     return result.stdout.strip() or None
 
 
