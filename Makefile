@@ -109,6 +109,6 @@ gpu-selftest:
 
 # Venvs (.venv, .venv-tf*) stay; the install tests' venvs under build-tests/ go.
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so \
-	  tf_ops/_tf_ops.build.json build-bazel $(ENGINE_TEST_DIR) $(WHEEL_BUILD_DIR) build-pip dist \
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops*.so \
+	  tf_ops/_tf_ops*.build.json build-bazel $(ENGINE_TEST_DIR) $(WHEEL_BUILD_DIR) build-pip dist \
 	  build-tests build-tf*
