@@ -46,6 +46,14 @@ def test_demo_runs_and_writes_the_plot(tmp_path):
     assert 0 < low <= median <= high
     # Two rounds can never show a difference: the demo must say so.
     assert re.search(r"^within noise: tf_ops was faster in \d of 2 rounds", text, re.M), text
+    # The tf_ops model, exported under tf_ops.portable() and run by TFLite's interpreter,
+    # agrees with the fused model (within float32 rounding) and so scores like it.
+    tflite = re.search(r"^exported under tf_ops.portable\(\) to TFLite \(builtin ops only, [\d,]+ bytes\): "
+                       r"test accuracy ([\d.]+) \(Keras built-in [\d.]+, tf_ops layers ([\d.]+)\); "
+                       r"largest logit difference from the fused model (\S+)$", text, re.M)
+    assert tflite, text
+    tflite_acc, fused_acc, gap = map(float, tflite.groups())
+    assert gap < 1e-3 and abs(tflite_acc - fused_acc) <= 2 / 450, tflite.group(0)
     assert f"training curves: {out}" in text
     data = out.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000

@@ -151,6 +151,7 @@ def test_elu_is_drop_in_for_keras(alpha):
         pytest.param(L.Swish(), keras.activations.silu, id="swish-silu"),
         pytest.param(L.Mish(), keras.activations.mish, id="mish"),
         pytest.param(L.HardSwish(), keras.activations.hard_swish, id="hard-swish"),
+        pytest.param(L.CELU(alpha=0.5), lambda x: keras.activations.celu(x, alpha=0.5), id="celu"),
     ],
 )
 def test_matches_keras_activation(layer, keras_fn):

@@ -92,8 +92,7 @@ def main(source: Path, work: Path) -> None:
           + (" (float32 also under jit_compile)" if info.xla else ""))
 
     # Keras: every layer in one model; fit, save as .keras, reload, same predictions.
-    layer_classes = [tf_ops.layers.LeakyReLU, tf_ops.layers.ELU, tf_ops.layers.GELU,
-                     tf_ops.layers.Swish, tf_ops.layers.Mish, tf_ops.layers.HardSwish]
+    layer_classes = [getattr(tf_ops.layers, name) for name in tf_ops.layers.__all__]
     keras.utils.set_random_seed(0)
     layers = [keras.Input((8,))]
     for cls in layer_classes:
