@@ -289,7 +289,7 @@ struct HardSwish {
 // Celu (Barron 2017, "continuously differentiable ELU"): f(x) = x if x > 0
 // else alpha * (e^(x / alpha) - 1). Unlike Elu with alpha != 1 its derivative
 // is continuous at 0: f' = 1 for x > 0, else e^(x / alpha); f'' = 0 for x > 0,
-// else e^(x / alpha) / alpha. alpha must be > 0.
+// else e^(x / alpha) / alpha. alpha must be > 0 (and a normal float).
 struct Celu {
   static constexpr const char* kName = "Celu";
   static constexpr int kCyclesPerElement = 20;
@@ -298,7 +298,11 @@ struct Celu {
 
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    return Select(x > T(0), x, T(alpha) * Expm1(x / T(alpha)));
+    const T t = x / T(alpha);
+    // Below 1e-30, alpha * (e^t - 1) is x to the last bit; and with a huge
+    // alpha, t may be subnormal, which flushed kernels read as 0.
+    const T negative = Select(Abs(t) < T(1e-30), x, T(alpha) * Expm1(t));
+    return Select(x > T(0), x, negative);
   }
   template <typename T>
   TF_OPS_HOST_DEVICE T Derivative(T x) const {
