@@ -243,7 +243,9 @@ def _hard_swish_derivative(x):
 def _celu(x, alpha=1.0):
     negative = tf.minimum(x, 0.0)
     t = negative / alpha  # as the kernel: x itself where t is tiny (or flushed to 0)
-    negative = tf.where(tf.abs(t) < 1e-30, negative, alpha * pm.expm1_nonpositive(t))
+    # Each branch finite where it is not taken (tf2onnx makes the select a multiply-add).
+    tiny = tf.maximum(negative, -1e-30 * alpha)
+    negative = tf.where(tf.abs(t) < 1e-30, tiny, alpha * pm.expm1_nonpositive(t))
     return tf.where(x <= 0, negative, tf.maximum(x, 0.0))  # NaN: max(NaN, 0)
 
 
