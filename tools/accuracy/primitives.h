@@ -1,0 +1,111 @@
+// fast_math.h's functions on their own, for `accuracy_sweep --primitives`
+// (every float input against the C library in double) and the
+// microbenchmark (their cost per element). One struct per function:
+//   kName, operator()(float)  the function under test;
+//   Reference(double)         the exact value from the C library in double;
+//   InDomain(double)          the inputs it is specified for (others skipped);
+//   kBenchLo, kBenchHi        a typical input range, for the microbenchmark.
+// TF_OPS_FOR_EACH_PRIMITIVE lists them.
+
+#ifndef TF_OPS_TOOLS_ACCURACY_PRIMITIVES_H_
+#define TF_OPS_TOOLS_ACCURACY_PRIMITIVES_H_
+
+#include <cmath>
+
+#include "tf_ops/cc/fast_math.h"
+
+namespace tf_ops {
+namespace accuracy {
+namespace primitives {
+
+inline bool Any(double) { return true; }
+
+struct ExpF {
+  static constexpr const char* kName = "ExpF";
+  static constexpr float kBenchLo = -20, kBenchHi = 20;
+  float operator()(float x) const { return fast_math::ExpF(x); }
+  static double Reference(double x) { return std::exp(x); }
+  static bool InDomain(double x) { return Any(x); }
+};
+
+struct Expm1F {
+  static constexpr const char* kName = "Expm1F";
+  static constexpr float kBenchLo = -5, kBenchHi = 5;
+  float operator()(float x) const { return fast_math::Expm1F(x); }
+  static double Reference(double x) { return std::expm1(x); }
+  static bool InDomain(double x) { return Any(x); }
+};
+
+struct ErfcF {
+  static constexpr const char* kName = "ErfcF";
+  static constexpr float kBenchLo = -6, kBenchHi = 6;
+  float operator()(float x) const { return fast_math::ErfcF(x); }
+  static double Reference(double x) { return std::erfc(x); }
+  static bool InDomain(double x) { return Any(x); }
+};
+
+struct NormalCdfF {
+  static constexpr const char* kName = "NormalCdfF";
+  static constexpr float kBenchLo = -8, kBenchHi = 8;
+  float operator()(float x) const { return fast_math::NormalCdfF(x); }
+  static double Reference(double x) {
+    return std::erfc(-x / std::sqrt(2.0)) / 2;
+  }
+  static bool InDomain(double x) { return Any(x); }
+};
+
+// Specified for positive normal inputs (and +inf).
+struct ReciprocalF {
+  static constexpr const char* kName = "ReciprocalF";
+  static constexpr float kBenchLo = 1, kBenchHi = 100;
+  float operator()(float x) const { return fast_math::ReciprocalF(x); }
+  static double Reference(double x) { return 1 / x; }
+  static bool InDomain(double x) { return x >= 0x1p-126 || std::isnan(x); }
+};
+
+struct LogisticF {
+  static constexpr const char* kName = "LogisticF";
+  static constexpr float kBenchLo = -20, kBenchHi = 20;
+  float operator()(float x) const { return fast_math::LogisticF(x).s; }
+  static double Reference(double x) {
+    return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+  }
+  static bool InDomain(double x) { return Any(x); }
+};
+
+// 1 - sigma(x), which LogisticF returns alongside.
+struct LogisticComplementF {
+  static constexpr const char* kName = "LogisticF.complement";
+  static constexpr float kBenchLo = -20, kBenchHi = 20;
+  float operator()(float x) const { return fast_math::LogisticF(x).sm; }
+  static double Reference(double x) { return LogisticF::Reference(-x); }
+  static bool InDomain(double x) { return Any(x); }
+};
+
+struct TanhSoftplusF {
+  static constexpr const char* kName = "TanhSoftplusF";
+  static constexpr float kBenchLo = -10, kBenchHi = 10;
+  float operator()(float x) const { return fast_math::TanhSoftplusF(x); }
+  static double Reference(double x) {
+    const double sp =
+        x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+    return std::tanh(sp);
+  }
+  static bool InDomain(double x) { return Any(x); }
+};
+
+}  // namespace primitives
+}  // namespace accuracy
+}  // namespace tf_ops
+
+#define TF_OPS_FOR_EACH_PRIMITIVE(X) \
+  X(ExpF)                            \
+  X(Expm1F)                          \
+  X(ErfcF)                           \
+  X(NormalCdfF)                      \
+  X(ReciprocalF)                     \
+  X(LogisticF)                       \
+  X(LogisticComplementF)             \
+  X(TanhSoftplusF)
+
+#endif  // TF_OPS_TOOLS_ACCURACY_PRIMITIVES_H_
