@@ -8,10 +8,9 @@
 // Accuracy, measured over every float input by the accuracy tool
 // (`accuracy_sweep --primitives --full`, tools/accuracy/; docs/ops.md has the
 // activations' table), largest error on the AVX2 (FMA) / baseline AVX loops:
-//   ExpF 0.92 / 1.18 ulp, Expm1F 1.6 / 1.7, ErfcF 6.4 / 6.9 (near z = 0;
-//   a few ulps in the far tail, where the former version lost up to 66 / 112),
-//   NormalCdfF 6.0 / 7.1, LogisticF ~2.5, TanhSoftplusF 3.6 / 3.8,
-//   ReciprocalF 1.5 / 1.9.
+//   ExpF 0.92 / 1.18 ulp, Expm1F 1.6 / 1.7, ErfcF 5.7 / 6.1 (the former
+//   version lost up to 66 / 112 in the tail), NormalCdfF 5.6, its density
+//   1.9 / 2.0, LogisticF ~2.5, TanhSoftplusF 3.6 / 3.8, ReciprocalF 1.5 / 1.9.
 // Special values follow the C library: exp(-inf) = 0, exp(+inf) = inf, NaN
 // in gives NaN out, overflow gives inf. One deliberate difference: results
 // below the smallest normal float (x < -87.34) are 0, not subnormal, as
@@ -24,11 +23,13 @@
 // the 1.5 * 2^23 rounding trick, which also leaves n in the low bits of the
 // float, so 2^n is applied by an integer add to the exponent field of e^r (no
 // conversions, no second multiply); e^r - 1 is one minimax polynomial shared
-// by ExpF and Expm1F. ExpF costs ~1.0 cycle per element in an AVX2 loop on
-// AMD Zen 3 (2.3 before), Expm1F 1.3 (3.0), ErfcF 4.3 (5.6). With FMA (the
-// AVX2 and AVX-512 loops) `a * b + c` is contracted to one rounding
-// (-ffp-contract=fast); the baseline AVX loop rounds twice and is a little
-// less accurate (the tool measures both).
+// by ExpF and Expm1F; erfc(z) is t P(t) e^(-z^2) with t = 1 / (1 + z / 2),
+// one division and no second exponential. Cycles per element in an AVX2
+// loop on AMD Zen 3 (engine_microbench), before -> now: ExpF 2.3 -> 1.0,
+// Expm1F 3.0 -> 1.3, ErfcF 5.6 -> 3.3. With FMA (the AVX2 and AVX-512 loops)
+// `a * b + c` is contracted to one rounding (-ffp-contract=fast); the
+// baseline AVX loop rounds twice and is a little less accurate (the tool
+// measures both).
 //
 // Plain C++17; activation_math.h uses these on the host only (CUDA has fast
 // device versions of the C functions).
@@ -165,44 +166,37 @@ inline float TanhSoftplusF(float x) {
 
 namespace internal {
 
-// erfc(z) e^(z^2) / t, t = 1 / (1 + z / 2), as e^P(t): the Chebyshev fit of
-// Press et al. (Numerical Recipes, erfcc), relative error < 1.2e-7, z >= 0.
-// Estrin's scheme (powers t^2, t^4, t^8 and pairs): a dependency chain of 5
-// operations instead of Horner's 9, which lets the out-of-order core overlap
-// more elements (~3% faster ErfcF here), at the same accuracy.
-inline float ErfcExponent(float t) {
-  const float t2 = t * t;
-  const float t4 = t2 * t2;
-  const float t8 = t4 * t4;
-  const float p01 = -1.26551223f + t * 1.00002368f;
-  const float p23 = 0.37409196f + t * 0.09678418f;
-  const float p45 = -0.18628806f + t * 0.27886807f;
-  const float p67 = -1.13520398f + t * 1.48851587f;
-  const float p89 = -0.82215223f + t * 0.17087277f;
-  const float p03 = p01 + t2 * p23;
-  const float p47 = p45 + t2 * p67;
-  return (p03 + t4 * p47) + t8 * p89;
+// erfc(z) e^(z^2) / t for t = 1 / (1 + z / 2) and z in [0, 10] (t in [1/6,
+// 1]; erfc(10) = 2e-45 is 0 in float): a minimax polynomial in t (relative
+// error 2^-25.6; 1.5 * 2^-24 evaluated in float with FMA). So erfc(z) =
+// t P(t) e^(-z^2), the Gaussian factor computed on its own: Press et al.'s
+// erfcc, e^(-z^2 + Q(t)) t, puts both in one exponential, but its Q sums
+// terms up to 1.5 to near 0 at small z (4-8 ulps lost there), and the
+// Gaussian alone can be shared with the density (NormalCdfPdfF).
+inline float ErfcxOverT(float t) {
+  return 2.820644975e-01f +
+         t * (2.828570306e-01f +
+              t * (2.386449873e-01f +
+                   t * (2.255410403e-01f +
+                        t * (-9.831493348e-02f +
+                             t * (4.212685823e-01f +
+                                  t * (-6.700148582e-01f +
+                                       t * (4.289220870e-01f +
+                                            t * (-1.232517511e-01f +
+                                                 t * 1.228329167e-02f))))))));
 }
 
-// e^(p - k a^2) for k = 1 or 1/2, with a^2 taken exactly: a = hi + lo, hi
-// its top 12 significant bits (so hi^2 and 2 hi lo are exact in float, with
-// or without FMA), and the subtraction's rounding recovered (hi_arg + k hi^2
-// is within an ulp of p, so p - it is exact). The argument is up to ~100 in
-// erfc, where rounding a^2 or p - a^2 would cost up to ~50 ulps of the result.
-inline float ExpOfPMinusSquare(float p, float a, float k) {
+// e^(-k a^2) for k = 1 or 1/2 and |a| up to ~14, with a^2 taken exactly:
+// a = hi + lo, hi its top 12 significant bits, so that hi^2 and 2 hi lo are
+// exact in float with or without FMA; e^(-k hi^2 - k (2 hi lo + lo^2)) is
+// e^x with a small correction. The exponent is up to ~100, where rounding
+// a^2 would cost up to ~50 ulps of the result.
+inline float ExpMinusSquare(float a, float k) {
   const float a_hi = FloatFromBits(FloatBits(a) & 0xfffff000u);
   const float a_lo = a - a_hi;
-  const float sq_hi = (a_hi * a_hi) * k;                       // exact
+  const float sq_hi = (a_hi * a_hi) * k;                         // exact
   const float sq_lo = (a_lo * (a_hi + a_hi) + a_lo * a_lo) * k;  // small
-  const float arg = p - sq_hi;
-  const float lo = (p - (arg + sq_hi)) - sq_lo;
-  return Exp<true>(arg, lo);
-}
-
-// erfc(az) for az >= 0 (NaN stays NaN), given az^2 = k a^2.
-inline float ErfcTail(float az, float a, float k) {
-  const float t = 1.0f / (1.0f + 0.5f * az);
-  return t * ExpOfPMinusSquare(ErfcExponent(t), a, k);
+  return Exp<true>(-sq_hi, -sq_lo);
 }
 
 }  // namespace internal
@@ -210,23 +204,35 @@ inline float ErfcTail(float az, float a, float k) {
 // erfc(z); erfc(-z) = 2 - erfc(z).
 inline float ErfcF(float z) {
   const float az0 = z < 0.0f ? -z : z;
-  // erfc(10) = 2e-45 is 0 in float; clamping keeps az^2 finite (NaN stays).
-  const float az = az0 > 10.0f ? 10.0f : az0;
-  const float tail = internal::ErfcTail(az, az, 1.0f);
+  const float az = az0 > 10.0f ? 10.0f : az0;  // NaN stays NaN
+  const float t = 1.0f / (1.0f + 0.5f * az);
+  const float tail =
+      t * internal::ErfcxOverT(t) * internal::ExpMinusSquare(az, 1.0f);
   return z < 0.0f ? 2.0f - tail : tail;
 }
 
-// The standard normal CDF Phi(x) = erfc(-x / sqrt 2) / 2, from x directly:
-// the exponent -x^2 / 2 is taken from x exactly, not from the square of a
-// rounded x / sqrt 2, whose error the far left tail magnifies ~x^2 times (the
-// 200+ ulps of Gelu's forward op for x < -10 with ErfcF).
-inline float NormalCdfF(float x) {
+// The standard normal CDF Phi(x) = erfc(-x / sqrt 2) / 2 and density phi(x)
+// = e^(-x^2 / 2) / sqrt(2 pi), sharing one exponential (Gelu's gradient needs
+// both). The Gaussian is taken from x exactly, not from a rounded x / sqrt 2,
+// whose error the far left tail magnifies ~x^2 times (the 200+ ulps of Gelu's
+// forward op for x < -10 with ErfcF).
+struct NormalPair {
+  float cdf, pdf;
+};
+inline NormalPair NormalCdfPdfF(float x) {
   const float ax0 = x < 0.0f ? -x : x;
   const float ax = ax0 > 14.0f ? 14.0f : ax0;  // Phi(-14) = 8e-45: 0
-  const float tail =
-      0.5f * internal::ErfcTail(ax * 0.70710678118654752f, ax, 0.5f);
-  return x < 0.0f ? tail : 1.0f - tail;
+  const float t = 1.0f / (1.0f + 0.35355339059327376f * ax);  // z / 2
+  const float gauss = internal::ExpMinusSquare(ax, 0.5f);      // e^(-x^2/2)
+  const float tail = 0.5f * t * internal::ErfcxOverT(t) * gauss;
+  // (A NaN whose payload is in its low 12 bits loses it to the split in
+  // ExpMinusSquare and gives gauss = 0; the cdf has t's NaN.)
+  const float pdf = x == x ? 0.3989422804014327f * gauss : x;
+  return {x < 0.0f ? tail : 1.0f - tail, pdf};
 }
+
+// Phi(x) alone.
+inline float NormalCdfF(float x) { return NormalCdfPdfF(x).cdf; }
 
 }  // namespace fast_math
 }  // namespace tf_ops

@@ -54,6 +54,17 @@ struct NormalCdfF {
   static bool InDomain(double x) { return Any(x); }
 };
 
+// The density NormalCdfPdfF returns alongside.
+struct NormalPdfF {
+  static constexpr const char* kName = "NormalCdfPdfF.pdf";
+  static constexpr float kBenchLo = -8, kBenchHi = 8;
+  float operator()(float x) const { return fast_math::NormalCdfPdfF(x).pdf; }
+  static double Reference(double x) {
+    return std::exp(-x * x / 2) / std::sqrt(2 * 3.14159265358979323846);
+  }
+  static bool InDomain(double x) { return Any(x); }
+};
+
 // Specified for positive normal inputs (and +inf).
 struct ReciprocalF {
   static constexpr const char* kName = "ReciprocalF";
@@ -103,6 +114,7 @@ struct TanhSoftplusF {
   X(Expm1F)                          \
   X(ErfcF)                           \
   X(NormalCdfF)                      \
+  X(NormalPdfF)                      \
   X(ReciprocalF)                     \
   X(LogisticF)                       \
   X(LogisticComplementF)             \
