@@ -7,7 +7,9 @@
 //
 //   accuracy_sweep --full                 every float32 bit pattern (2^32,
 //                                         non-finite ones included), every
-//                                         half and bfloat16 one
+//                                         half and bfloat16 one (variants
+//                                         not marked `full` in reference.h:
+//                                         the sampled float32 inputs)
 //   accuracy_sweep [--sample N]           a strided subset of N float32
 //                                         patterns (seeded offset), plus every
 //                                         half and bfloat16 pattern
@@ -15,7 +17,8 @@
 //            --isas baseline,avx2,avx512  --variants default|all
 //            --seed S  --threads T  --extra-float-bits 0x..,0x..
 //            --json FILE  --no-ftz  --check-reference
-//            --perturb Op[/attrs]:pass:ulps   (the tool's self-test)
+//            --perturb Op[/attrs]:pass:ulps|nan   (the tool's self-test: a
+//                                deliberately inaccurate op)
 //            --tolerances FILE   also the largest error in units of a test
 //                                tolerance (tests/test_accuracy.py passes
 //                                tests/op_specs.py's)
@@ -71,9 +74,13 @@ namespace {
 
 // ------------------------------------------------------------- options ----
 
+// The self-test's deliberately inaccurate op: results moved `ulps`
+// representable numbers away from zero, or (nan_at_infinity) NaN where the
+// input is an infinity.
 struct Perturbation {
   std::string op, attrs, pass;  // empty attrs: every variant
   int ulps = 0;
+  bool nan_at_infinity = false;
 };
 
 // A test tolerance, |got - want| <= rtol |want| + atol (tests/op_specs.py's
@@ -127,7 +134,7 @@ bool Wanted(const std::vector<std::string>& list, const std::string& item) {
                "default|all] [--extra-float-bits 0x..,..] [--json FILE] "
                "[--no-ftz] [--primitives] [--check-reference] [--tolerances FILE] "
                "[--perturb Op[/attrs]:"
-               "forward|grad:ulps]\n",
+               "forward|grad:ulps|nan]\n",
                why);
   std::exit(2);
 }
@@ -205,7 +212,8 @@ Options ParseOptions(int argc, char** argv) {
       p.op = parts[0].substr(0, slash);
       if (slash != std::string::npos) p.attrs = parts[0].substr(slash + 1);
       p.pass = parts[1];
-      p.ulps = std::atoi(parts[2].c_str());
+      p.nan_at_infinity = parts[2] == "nan";
+      p.ulps = p.nan_at_infinity ? 0 : std::atoi(parts[2].c_str());
       o.perturb.push_back(p);
     } else {
       Usage(("unknown argument " + a).c_str());
@@ -390,15 +398,18 @@ struct Buffer {
   }
 };
 
-// Moves a finite, non-zero output `ulps` representable numbers away from
-// zero (the self-test's deliberately inaccurate op).
-uint32_t Nudge(const Format& f, uint32_t bits, int ulps) {
+// An output as the perturbation makes it (see Perturbation).
+uint32_t Perturbed(const Format& f, const Perturbation& p, uint32_t in,
+                   uint32_t out) {
   const uint32_t magnitude_mask = f.bits == 32 ? 0x7fffffffu : 0x7fffu;
   const uint32_t exponent_mask =
       f.bits == 32 ? 0x7f800000u : (f.dtype == Dtype::kHalf ? 0x7c00u : 0x7f80u);
-  if ((bits & exponent_mask) == exponent_mask) return bits;  // inf / NaN
-  if ((bits & magnitude_mask) == 0) return bits;
-  return bits + static_cast<uint32_t>(ulps);
+  if (p.nan_at_infinity) {
+    return (in & magnitude_mask) == exponent_mask ? (exponent_mask | 1u) : out;
+  }
+  if ((out & exponent_mask) == exponent_mask) return out;  // inf / NaN
+  if ((out & magnitude_mask) == 0) return out;
+  return out + static_cast<uint32_t>(p.ulps);
 }
 
 struct ThreadState {
@@ -457,8 +468,8 @@ class Sweeper {
       s.y.resize(npaths);
       s.dx.resize(npaths);
     }
-    const int forward_perturb = PerturbUlps(variant, "forward");
-    const int grad_perturb = PerturbUlps(variant, "grad");
+    const Perturbation* forward_perturb = FindPerturbation(variant, "forward");
+    const Perturbation* grad_perturb = FindPerturbation(variant, "grad");
     forward_tol_ = FindTolerance(variant, "forward", format);
     grad_tol_ = FindTolerance(variant, "grad", format);
 
@@ -491,7 +502,8 @@ class Sweeper {
                      s.y[p].data(format), 0, static_cast<int64_t>(n));
           for (uint64_t i = 0; forward_perturb && i < n; ++i) {
             s.y[p].Set(format, i,
-                       Nudge(format, s.y[p].Get(format, i), forward_perturb));
+                       Perturbed(format, *forward_perturb, s.x.Get(format, i),
+                                 s.y[p].Get(format, i)));
           }
           Buffer& v = Op::kGradTakesOutputs ? s.y[p] : s.x;
           CpuBackward(variant.op, format.dtype, s.g.data(format),
@@ -499,7 +511,8 @@ class Sweeper {
                       static_cast<int64_t>(n));
           for (uint64_t i = 0; grad_perturb && i < n; ++i) {
             s.dx[p].Set(format, i,
-                        Nudge(format, s.dx[p].Get(format, i), grad_perturb));
+                        Perturbed(format, *grad_perturb, s.x.Get(format, i),
+                                  s.dx[p].Get(format, i)));
           }
         });
       }
@@ -541,14 +554,15 @@ class Sweeper {
     return nullptr;
   }
 
-  int PerturbUlps(const Variant<Op>& variant, const char* pass) const {
+  const Perturbation* FindPerturbation(const Variant<Op>& variant,
+                                       const char* pass) const {
     for (const Perturbation& p : options_.perturb) {
       if (p.op == Op::kName && (p.attrs.empty() || p.attrs == variant.attrs) &&
           p.pass == pass) {
-        return p.ulps;
+        return &p;
       }
     }
-    return 0;
+    return nullptr;
   }
 
   // The value the kernels compute with for stored bits `b`.
@@ -802,6 +816,7 @@ std::string RowJson(const Row& r) {
   j.Str("op", r.op).Str("attrs", r.attrs).Str("pass", r.pass)
       .Str("dtype", r.dtype).Str("isa", r.isa)
       .Count("inputs", s.count)
+      .Count("swept", s.count + s.tail_count + s.special)
       .Number("max_ulps", s.ulps.error)
       .Str("at_bits", Hex(s.ulps.input, digits))
       .Number("at_value", f.Decode(s.ulps.input))
@@ -904,9 +919,9 @@ int Main(int argc, char** argv) {
     paths.push_back(p);
   }
 
+  // Also the float32 inputs of the variants a full sweep does not cover.
   const std::vector<uint32_t> sampled =
-      o.full ? std::vector<uint32_t>()
-             : SampledFloatBits(o.sample, o.seed, o.extra_float_bits);
+      SampledFloatBits(o.sample, o.seed, o.extra_float_bits);
 
   if (o.check_reference) {
     std::vector<std::string> lines;
@@ -964,13 +979,13 @@ int Main(int argc, char** argv) {
         Inputs inputs;
         if (f->bits == 16) {
           inputs.size = uint64_t{1} << 16;
-        } else if (o.full) {
+        } else if (o.full && variants[vi].full) {
           inputs.size = uint64_t{1} << 32;
         } else {
           inputs.size = sampled.size();
           inputs.list = &sampled;
         }
-        if (f->bits == 32) float_inputs = inputs.size;
+        if (f->bits == 32) float_inputs = std::max(float_inputs, inputs.size);
         const size_t first = rows.size();
         sweeper.Run(variants[vi], *f, inputs, &rows);
         for (size_t r = first; r < rows.size(); ++r) {

@@ -105,6 +105,61 @@ struct TanhSoftplusF {
   static bool InDomain(double x) { return Any(x); }
 };
 
+// Phase-2 candidates: Gelu's forward and derivative as activation_math.h
+// computes them now (through ErfcF of a rounded -x / sqrt 2, and a separate
+// exponential), and through NormalCdfPdfF, to measure the change before it
+// is wired in. The derivatives are swept for x < -1.5 only: around its zero
+// at -0.75 the error is absolute (the op sweep measures it in ulps of the
+// terms), which would hide the tail this is about.
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+inline double GeluReference(double x) { return x * std::erfc(-x / std::sqrt(2.0)) / 2; }
+inline double GeluDerivativeReference(double x) {
+  return std::erfc(-x / std::sqrt(2.0)) / 2 +
+         x * std::exp(-x * x / 2) / std::sqrt(2 * 3.14159265358979323846);
+}
+
+struct GeluNow {
+  static constexpr const char* kName = "gelu(x) now";
+  static constexpr float kBenchLo = -8, kBenchHi = 8;
+  float operator()(float x) const {
+    return x * (0.5f * fast_math::ErfcF(-kInvSqrt2 * x));
+  }
+  static double Reference(double x) { return GeluReference(x); }
+  static bool InDomain(double x) { return std::isfinite(x); }
+};
+
+struct GeluWithNormalCdf {
+  static constexpr const char* kName = "gelu(x) by NormalCdfF";
+  static constexpr float kBenchLo = -8, kBenchHi = 8;
+  float operator()(float x) const { return x * fast_math::NormalCdfF(x); }
+  static double Reference(double x) { return GeluReference(x); }
+  static bool InDomain(double x) { return std::isfinite(x); }
+};
+
+struct GeluDerivativeNow {
+  static constexpr const char* kName = "gelu'(x) now";
+  static constexpr float kBenchLo = -8, kBenchHi = 8;
+  float operator()(float x) const {
+    const float phi = kInvSqrt2Pi * fast_math::ExpF(-0.5f * x * x);
+    return 0.5f * fast_math::ErfcF(-kInvSqrt2 * x) + x * phi;
+  }
+  static double Reference(double x) { return GeluDerivativeReference(x); }
+  static bool InDomain(double x) { return x < -1.5; }
+};
+
+struct GeluDerivativeWithNormalCdfPdf {
+  static constexpr const char* kName = "gelu'(x) by NormalCdfPdfF";
+  static constexpr float kBenchLo = -8, kBenchHi = 8;
+  float operator()(float x) const {
+    const fast_math::NormalPair n = fast_math::NormalCdfPdfF(x);
+    return n.cdf + x * n.pdf;
+  }
+  static double Reference(double x) { return GeluDerivativeReference(x); }
+  static bool InDomain(double x) { return x < -1.5; }
+};
+
 }  // namespace primitives
 }  // namespace accuracy
 }  // namespace tf_ops
@@ -118,6 +173,10 @@ struct TanhSoftplusF {
   X(ReciprocalF)                     \
   X(LogisticF)                       \
   X(LogisticComplementF)             \
-  X(TanhSoftplusF)
+  X(TanhSoftplusF)                   \
+  X(GeluNow)                         \
+  X(GeluWithNormalCdf)               \
+  X(GeluDerivativeNow)               \
+  X(GeluDerivativeWithNormalCdfPdf)
 
 #endif  // TF_OPS_TOOLS_ACCURACY_PRIMITIVES_H_

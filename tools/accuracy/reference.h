@@ -62,10 +62,15 @@ struct Limits {
   double forward_pos, forward_neg, grad_pos, grad_neg;
 };
 
+// An attribute variant. `full`: `accuracy_sweep --full` sweeps it over every
+// float32 input (the default attributes, and Gelu's second formula); the
+// other variants get the sampled inputs (--sample) there too, to keep the
+// full sweep near an hour on 2 cores.
 template <typename Op>
 struct Variant {
   Op op;
   std::string attrs;  // "alpha=0.2", "" when the op has no attributes
+  bool full = false;
 };
 
 // A float attribute as docs and tests/op_specs.py write it: 0.2, 1, -0.3.
@@ -99,7 +104,7 @@ struct Reference<LeakyRelu> {
     for (float a : {0.2f, 0.0f, 1.0f, 1.5f, -0.3f}) {
       LeakyRelu op;
       op.alpha = a;
-      v.push_back({op, "alpha=" + AttrString(a)});
+      v.push_back({op, "alpha=" + AttrString(a), v.empty()});
     }
     return v;
   }
@@ -125,7 +130,7 @@ struct Reference<Elu> {
     for (float a : {1.0f, 0.2f, 0.0f, 1.5f}) {
       Elu op;
       op.alpha = a;
-      v.push_back({op, "alpha=" + AttrString(a)});
+      v.push_back({op, "alpha=" + AttrString(a), v.empty()});
     }
     return v;
   }
@@ -151,7 +156,8 @@ struct Reference<Gelu> {
     Gelu exact, tanh_form;
     exact.approximate = false;
     tanh_form.approximate = true;
-    return {{exact, "approximate=false"}, {tanh_form, "approximate=true"}};
+    return {{exact, "approximate=false", true},
+            {tanh_form, "approximate=true", true}};
   }
   template <typename R>
   static R Forward(const Gelu& op, R x) {
@@ -204,7 +210,7 @@ struct Reference<Swish> {
     for (float b : {1.0f, 0.5f, 2.0f, 0.0f, -1.0f}) {
       Swish op;
       op.beta = b;
-      v.push_back({op, "beta=" + AttrString(b)});
+      v.push_back({op, "beta=" + AttrString(b), v.empty()});
     }
     return v;
   }
@@ -231,7 +237,7 @@ struct Reference<Swish> {
 // ------------------------------------------------------------------ Mish ---
 template <>
 struct Reference<Mish> {
-  static std::vector<Variant<Mish>> Variants() { return {{Mish(), ""}}; }
+  static std::vector<Variant<Mish>> Variants() { return {{Mish(), "", true}}; }
   template <typename R>
   static R Softplus(R x) {
     return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
@@ -256,7 +262,7 @@ struct Reference<Mish> {
 template <>
 struct Reference<HardSwish> {
   static std::vector<Variant<HardSwish>> Variants() {
-    return {{HardSwish(), ""}};
+    return {{HardSwish(), "", true}};
   }
   template <typename R>
   static R Forward(const HardSwish&, R x) {
