@@ -67,3 +67,25 @@ gpu-selftest:
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so \
 	  tf_ops/_tf_ops.build.json build-bazel $(ENGINE_TEST_DIR)
+
+# The accuracy tool (tools/accuracy/, TF-free): accuracy_sweep measures every
+# op's largest error over every float32, half and bfloat16 input on each
+# instruction-set path; engine_microbench times the engine's loops.
+#   make accuracy   the full sweep (about an hour on 2 cores); rewrites the
+#                   accuracy table in docs/ops.md, which `make test` checks a
+#                   sampled sweep against (tests/test_accuracy.py)
+ACCURACY_DIR := build-accuracy
+.PHONY: accuracy-build accuracy accuracy-clean
+accuracy-build:
+	cmake -S tools/accuracy -B $(ACCURACY_DIR) > /dev/null
+	cmake --build $(ACCURACY_DIR) --parallel 2
+
+accuracy: accuracy-build
+	$(PYTHON) tools/accuracy/accuracy_table.py --build-dir $(ACCURACY_DIR) --full \
+	  --write docs/ops.md
+
+accuracy-clean:
+	rm -rf $(ACCURACY_DIR)
+
+test: accuracy-build
+clean: accuracy-clean
