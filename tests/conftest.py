@@ -1,4 +1,5 @@
-"""Test-suite configuration: hypothesis profiles.
+"""Test-suite configuration: hypothesis profiles, and the CPU-only build that the
+tests of builds without CUDA or XLA share (built once per session).
 
 "tf_ops" (the default) makes every property test deterministic: examples are
 derived from each test's source (derandomize), nothing is read from or written
@@ -13,6 +14,13 @@ searching beyond the fixed set: `pytest --hypothesis-profile=tf_ops-explore
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 _COMMON = dict(
@@ -24,3 +32,45 @@ settings.register_profile("tf_ops", derandomize=True, database=None, **_COMMON)
 settings.register_profile("tf_ops-explore", derandomize=False, **_COMMON)
 # --hypothesis-profile on the command line is applied after this and wins.
 settings.load_profile("tf_ops")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# What an earlier CUDA build leaves in the source tree beside _tf_ops.so.
+GPU_LIBRARY_FILES = ("_tf_ops_gpu.so", "_tf_ops_gpu.build.json")
+
+
+def copy_sources(dest: Path) -> Path:
+    """Copies the source tree to `dest`: no VCS data, venv, build trees or built libraries."""
+
+    def ignore(directory, names):
+        skip = {".git", ".venv", ".pytest_cache", "__pycache__", "_tf_ops.so", "_tf_ops.build.json",
+                *GPU_LIBRARY_FILES}
+        top = Path(directory).samefile(ROOT)
+        return [n for n in names if n in skip or (top and n.startswith(("build", "bazel-", "dist")))]
+
+    shutil.copytree(ROOT, dest, ignore=ignore)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def cpu_only_build(tmp_path_factory) -> types.SimpleNamespace:
+    """A copy of the source tree built with -DTF_OPS_CUDA=OFF -DTF_OPS_XLA=OFF (CPU
+    kernels only; ~20 s on two idle cores): `src`, the `configure` and `build` results,
+    and `tmp`, a directory to run in. A GPU library and its build info are planted first
+    where an earlier CUDA build would have left them: the build must remove them."""
+    tmp = tmp_path_factory.mktemp("cpu_only_build")
+    src = copy_sources(tmp / "src")
+    for name in GPU_LIBRARY_FILES:
+        (src / "tf_ops" / name).write_text("left by an earlier CUDA build")
+    build = tmp / "build"
+    cmake = shutil.which("cmake")
+    assert cmake, "cmake is needed to build the library"
+    configure = subprocess.run(
+        [cmake, "-S", str(src), "-B", str(build), f"-DPython3_EXECUTABLE={sys.executable}",
+         "-DTF_OPS_CUDA=OFF", "-DTF_OPS_XLA=OFF"],
+        capture_output=True, text=True,
+    )
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    built = subprocess.run([cmake, "--build", str(build), "--parallel", "2"], capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+    return types.SimpleNamespace(src=src, configure=configure, build=built, tmp=tmp)

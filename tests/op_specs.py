@@ -17,6 +17,7 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import keras
 import tensorflow as tf
 
 import tf_ops
@@ -134,6 +135,11 @@ class OpSpec:
     # opposite sign, so their error is absolute: up to this many compute-type ulps
     # of max|gradients| (see grad_tolerance()).
     grad_abs_ulps: float = 0.0
+    # tf_ops grad-grad op: grad_grad_op(u, g, v, **attrs) -> (u f'(v), u g f''(v)).
+    grad_grad_op: Callable[..., tuple] | None = None
+    # float64 d f'(v) / dv from v, accurate over the whole range; None: ref_second
+    # (v is x). Elu's is in terms of its outputs; Mish's ref_second cancels for x > 15.
+    ref_second_v: Callable[..., np.ndarray] | None = None
 
     @property
     def op_type(self) -> str:
@@ -146,6 +152,15 @@ class OpSpec:
     def grad_input(self, x64: np.ndarray, attrs: Attrs) -> np.ndarray:
         """What the grad op receives as v for features x (float64)."""
         return self.ref(x64, **round_attrs(attrs)) if self.grad_takes_outputs else x64
+
+    @property
+    def grad_grad_op_type(self) -> str:
+        return f"TfOps>{self.name}GradGrad"
+
+    def second_in_v(self, v64: np.ndarray, attrs: Attrs) -> np.ndarray:
+        """float64 d f'(v) / dv at what the grad op receives as v, attrs as the kernel sees them."""
+        fn = self.ref_second_v or self.ref_second
+        return fn(v64, **round_attrs(attrs))
 
     def tolerance(self, dtype: tf.DType) -> Tolerance:
         return tolerance(dtype, self.compute_ulps)
@@ -203,6 +218,12 @@ def _elu_ref_second(x, alpha=1.0):
         return np.where(x > 0, 0.0, alpha * np.exp(x))
 
 
+def _elu_ref_second_v(y, alpha=1.0):
+    """d/dy of Elu's f' in terms of y (1 where y > 0, else y + alpha): 0 or 1."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.asarray(y, np.float64) > 0, 0.0, 1.0)
+
+
 def _elu_limits(alpha=1.0):
     return {math.inf: math.inf, -math.inf: -alpha}
 
@@ -230,6 +251,18 @@ def _times(x, w):
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_A = 0.044715
+
+
+def _tape_grad(fn):
+    """(g, v) -> g * fn'(v) through a tape: TF's gradient of a TF function."""
+
+    def grad(g, v):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            y = fn(v)
+        return tape.gradient(y, v, output_gradients=g)
+
+    return grad
 
 
 # --- Gelu -------------------------------------------------------------------
@@ -346,6 +379,19 @@ def _mish_ref_second(x):
     return 2.0 * d + x * d * (1.0 - s - 2.0 * t * s)
 
 
+def _mish_ref_second_accurate(x):
+    """f'' = 2 D + x D (1 - s - 2 t s), D = (1 - t^2) s, with 1 - t^2 = 1 / cosh^2(softplus x):
+    no cancellation for large x, where f'' ~ -8 x e^-2x (1 - t*t cancels from x ~ 15 in float64)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sp = np.logaddexp(0.0, x)
+        one_minus_t2 = 1.0 / np.cosh(sp) ** 2
+        t = np.tanh(sp)
+        s, sm = _sigmoid(x), _sigmoid(-x)
+        d = one_minus_t2 * s
+        return 2.0 * d + _times(x, d * (sm - 2.0 * t * s))
+
+
 def _tf_mish(x):
     """The composite users write: x * tanh(softplus(x))."""
     return x * tf.tanh(tf.math.softplus(x))
@@ -392,6 +438,26 @@ def _tf_hard_swish_grad(g, v):
     return tape.gradient(y, v, output_gradients=g)
 
 
+# --- Celu -------------------------------------------------------------------
+
+
+def _celu_ref(x, alpha=1.0):
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(x > 0, x, alpha * np.expm1(x / alpha))
+
+
+def _celu_ref_grad(g, x, alpha=1.0):
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(g, np.float64) * np.where(x > 0, 1.0, np.exp(np.minimum(x, 0) / alpha))
+
+
+def _celu_ref_second(x, alpha=1.0):
+    x = np.asarray(x, np.float64)
+    return np.where(x > 0, 0.0, np.exp(np.minimum(x, 0) / alpha) / alpha)
+
+
 # ---------------------------------------------------------------------------
 # The table.
 # ---------------------------------------------------------------------------
@@ -406,6 +472,7 @@ SPECS: tuple[OpSpec, ...] = (
         name="LeakyRelu",
         forward=tf_ops.leaky_relu,
         grad_op=tf_ops.leaky_relu_grad,
+        grad_grad_op=tf_ops.leaky_relu_grad_grad,
         grad_takes_outputs=False,
         ref=_leaky_relu_ref,
         ref_grad=_leaky_relu_ref_grad,
@@ -423,10 +490,12 @@ SPECS: tuple[OpSpec, ...] = (
         name="Elu",
         forward=tf_ops.elu,
         grad_op=tf_ops.elu_grad,
+        grad_grad_op=tf_ops.elu_grad_grad,
         grad_takes_outputs=True,
         ref=_elu_ref,
         ref_grad=_elu_ref_grad,
         ref_second=_elu_ref_second,
+        ref_second_v=_elu_ref_second_v,
         attr_variants=({"alpha": 1.0}, {"alpha": 0.2}, {"alpha": 0.0}, {"alpha": 1.5}),
         ref_limits=_elu_limits,
         kinks=(0.0,),
@@ -441,6 +510,7 @@ SPECS: tuple[OpSpec, ...] = (
         name="Gelu",
         forward=tf_ops.gelu,
         grad_op=tf_ops.gelu_grad,
+        grad_grad_op=tf_ops.gelu_grad_grad,
         grad_takes_outputs=False,
         ref=_gelu_ref,
         ref_grad=_gelu_ref_grad,
@@ -463,6 +533,7 @@ SPECS: tuple[OpSpec, ...] = (
         name="Swish",
         forward=tf_ops.swish,
         grad_op=tf_ops.swish_grad,
+        grad_grad_op=tf_ops.swish_grad_grad,
         grad_takes_outputs=False,
         ref=_swish_ref,
         ref_grad=_swish_ref_grad,
@@ -480,10 +551,12 @@ SPECS: tuple[OpSpec, ...] = (
         name="Mish",
         forward=tf_ops.mish,
         grad_op=tf_ops.mish_grad,
+        grad_grad_op=tf_ops.mish_grad_grad,
         grad_takes_outputs=False,
         ref=_mish_ref,
         ref_grad=_mish_ref_grad,
         ref_second=_mish_ref_second,
+        ref_second_v=_mish_ref_second_accurate,
         attr_variants=({},),
         ref_limits=lambda: {math.inf: math.inf, -math.inf: -0.0},
         builtin_forward=lambda attrs: _tf_mish,
@@ -497,6 +570,7 @@ SPECS: tuple[OpSpec, ...] = (
         name="HardSwish",
         forward=tf_ops.hard_swish,
         grad_op=tf_ops.hard_swish_grad,
+        grad_grad_op=tf_ops.hard_swish_grad_grad,
         grad_takes_outputs=False,
         ref=_hard_swish_ref,
         ref_grad=_hard_swish_ref_grad,
@@ -510,11 +584,52 @@ SPECS: tuple[OpSpec, ...] = (
         # f' = (2x + 3) / 6 crosses zero at x = -1.5: the sum's rounding is absolute.
         grad_abs_ulps=8.0,
     ),
+    OpSpec(
+        name="Celu",
+        forward=tf_ops.celu,
+        grad_op=tf_ops.celu_grad,
+        grad_grad_op=tf_ops.celu_grad_grad,
+        grad_takes_outputs=False,
+        ref=_celu_ref,
+        ref_grad=_celu_ref_grad,
+        ref_second=_celu_ref_second,
+        attr_variants=({"alpha": 1.0}, {"alpha": 0.5}, {"alpha": 3.0}),
+        ref_limits=lambda alpha=1.0: {math.inf: math.inf, -math.inf: -alpha},
+        kinks=(0.0,),  # f' is continuous there, f'' is not
+        invalid_attrs=(({"alpha": 0.0}, r"alpha.*> 0"), ({"alpha": -1.0}, r"alpha.*> 0")) + _NON_FINITE,
+        builtin_forward=lambda attrs: (lambda x: keras.activations.celu(x, alpha=attrs["alpha"])),
+        builtin_grad=lambda attrs: _tape_grad(lambda x: keras.activations.celu(x, alpha=attrs["alpha"])),
+        builtin_atol_eps=2.0,
+        # An ulp of x / alpha moves e^(x / alpha) by |x / alpha| ulps (|x| <= 10 here).
+        compute_ulps=32.0,
+    ),
 )
 
 # ---------------------------------------------------------------------------
 # Parametrization helpers.
 # ---------------------------------------------------------------------------
+
+
+def function_name(spec: OpSpec) -> str:
+    """The public Python function of the spec's op: ``HardSwish`` -> ``hard_swish``."""
+    return tf_ops.python.op_info.snake_case(spec.name)
+
+
+def layer_class(spec: OpSpec) -> type:
+    """The Keras layer (tf_ops.layers) computing the spec's op."""
+    return next(c for c in tf_ops.layers.LAYERS.values() if c.ENTRY.op == spec.name)
+
+
+def make_layer(spec: OpSpec, attrs: Attrs):
+    """The spec's layer with these op attributes, passed under the layer's argument names."""
+    cls = layer_class(spec)
+    to_arg = {op_attr: arg for arg, op_attr in cls.ENTRY.layer_args.items()}
+    return cls(**{to_arg.get(k, k): v for k, v in attrs.items()})
+
+
+def non_default_attrs(spec: OpSpec) -> dict:
+    """An attribute variant other than the defaults (the first), where the op has one."""
+    return dict(spec.attr_variants[1] if len(spec.attr_variants) > 1 else spec.attr_variants[0])
 
 
 def attrs_id(attrs: Attrs) -> str:

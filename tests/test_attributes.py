@@ -5,7 +5,7 @@
   given a meaning.
 - Every finite value the op accepts is accepted in eager, tf.function and v1
   graphs, extremes included (+-0, the smallest subnormal, +-FLT_MAX; Elu:
-  alpha >= 0), and never turns a non-NaN input into NaN, infinities included.
+  alpha >= 0; Celu: alpha > 0), and never turns a non-NaN input into NaN, infinities included.
   (Their values are checked against the references by test_properties.py.)
 - Attributes of the wrong Python type fail with TypeError.
 - A GraphDef edited to carry a non-finite attribute or an unsupported dtype is
@@ -34,8 +34,9 @@ FLOAT_ATTRS = [
     for key, value in spec.attr_variants[0].items()
     if isinstance(value, float)
 ]
-# The one range restriction on a finite attribute (see activation_attrs.h).
-NON_NEGATIVE = {("Elu", "alpha")}
+# The range restrictions on a finite attribute (see activation_attrs.h):
+# (op, attribute) -> whether 0 is allowed; negative values never are.
+NON_NEGATIVE = {("Elu", "alpha"): True, ("Celu", "alpha"): False}
 
 
 def _float_attr_params(values_for):
@@ -69,7 +70,9 @@ def test_attr_overflowing_float32_is_rejected(spec, key, value, which, mode):
 
 
 def _extremes(spec, key):
-    values = [0.0, -0.0, FLT_TRUE_MIN, FLT_MAX, 1e-30, 1e30]
+    values = [FLT_TRUE_MIN, FLT_MAX, 1e-30, 1e30]
+    if NON_NEGATIVE.get((spec.name, key), True):
+        values += [0.0, -0.0]
     if (spec.name, key) not in NON_NEGATIVE:
         values += [-FLT_TRUE_MIN, -FLT_MAX, -1e30]
     return values

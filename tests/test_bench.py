@@ -30,22 +30,56 @@ def test_small_run_writes_table_json_and_plot(tmp_path):
     )
     table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
     assert table[0].startswith("| op | dtype | size | pass | tf_ops ms | TF ms | vs TF | XLA ms")
-    assert len(table) == 1 + 2 * 2 * 3, result.stdout  # header + ops x dtypes x passes
+    assert len(table) == 1 + 2 * 2 * 4, result.stdout  # header + ops x dtypes x passes
     data = json.loads(out_json.read_text())
     assert data["machine"]["allocator"] == "default"
     assert data["machine"]["cpu_isa"] in ("baseline", "avx2", "avx512")
     rows = data["rows"]
     assert {(r["op"], r["dtype"], r["pass"]) for r in rows} == {
         (o, d, p) for o in ("leaky_relu", "gelu") for d in ("float32", "float16")
-        for p in ("forward", "grad", "fwd+bwd")
+        for p in ("forward", "grad", "fwd+bwd", "second")
     }
     for r in rows:
         assert r["size_log2"] == 10 and r["reps"] == 2
-        for name in ("tf_ops", "tf", "xla", "tf_ops_eager", "tf_eager", "copy"):
+        for name in ("tf_ops", "tf", "xla", "tf_ops_eager", "tf_eager", "copy", "portable"):
             assert r["ms"][name] > 0, (name, r)
-        for ratio in ("vs_tf", "vs_xla", "eager_vs_tf", "x_floor"):
+        for ratio in ("vs_tf", "vs_xla", "eager_vs_tf", "x_floor", "portable_cost"):
             assert r[ratio] > 0
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_second_pass_and_jit_columns(tmp_path):
+    """The second-order pass times y, dy/dx and d2y/dx2 through nested tapes for
+    tf_ops (tf.function, eager, and under jit) against TF's composite in
+    tf.function, eagerly and under XLA; the table shows the jit ratio."""
+    out_json = tmp_path / "bench.json"
+    result = _bench("--ops", "swish,mish", "--dtypes", "float32", "--sizes", "10", "--passes", "second",
+                    "--reps", "2,2", "--budget", "0", "--json", str(out_json))
+    table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    assert "tf_ops jit ms" in header and "jit vs XLA" in header
+    assert len(table) == 1 + 2 and all("| second |" in line for line in table[1:])
+    for r in json.loads(out_json.read_text())["rows"]:
+        assert r["pass"] == "second"
+        for name in ("tf_ops", "tf", "xla", "tf_ops_eager", "tf_eager", "tf_ops_xla", "copy"):
+            assert r["ms"][name] > 0, (name, r)
+        assert r["jit_vs_xla"] > 0 and r["vs_xla"] > 0
+
+
+def test_second_pass_computes_second_derivatives():
+    """What the pass times is right: tf_ops's and TF's (y, dy/dx, d2y/dx2) agree."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tf_ops.bench.cases import second_order
+
+    x = tf.constant(np.linspace(-4.0, 4.0, 33), tf.float64)
+    for name in ("gelu", "gelu_tanh", "swish", "mish", "hard_swish"):
+        case = CASES[name]
+        ours, theirs = tf.function(second_order(case.ours))(x), second_order(case.theirs)(x)
+        for a, b in zip(ours, theirs):
+            # atol: TF's own float64 gelu is accurate to ~5e-8 only.
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7, err_msg=name)
 
 
 def test_bfc_allocator_reruns_with_it(tmp_path):
@@ -75,3 +109,23 @@ def test_every_forward_op_has_a_benchmark_case():
     }
     assert forward_ops, dir(module)
     assert forward_ops <= set(CASES), f"no benchmark case for {forward_ops - set(CASES)}"
+
+
+def test_portable_candidate_runs_builtin_ops_only():
+    """The 'portable' column times what an export under tf_ops.portable() runs: no
+    TfOps> op in its graph, the fused op's values."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tf_ops.bench.cases import forward_backward
+    from tf_ops.bench.suite import _portable
+
+    x = tf.constant(np.linspace(-4.0, 4.0, 33), tf.float32)
+    for name, case in CASES.items():
+        fn = forward_backward(case.ours)
+        traced = _portable(fn, (x, x))
+        graph = traced.get_concrete_function(x, x).graph.as_graph_def()
+        types = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+        assert not [t for t in types if t.startswith("TfOps>")], (name, sorted(types))
+        for a, b in zip(traced(x, x), fn(x, x)):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)

@@ -1,19 +1,19 @@
 """A real build with -DTF_OPS_XLA=OFF, in a temporary copy of the source tree
-(CPU only: ~20 s on two idle cores), imported by a fresh Python process: the build
+(CPU only: ~20 s on two idle cores; conftest.py's `cpu_only_build`, shared with
+test_build_without_cuda.py), imported by a fresh Python process: the build
 info says so, no op has an XLA kernel, and under jit_compile the wrappers use the
-composites, with the same checks as test_xla.py's 'composite' backend."""
+composites, with the same checks as test_xla.py's and test_grad_grad.py's
+'composite' backend."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = os.path.join(ROOT, "tests")
+TESTS = os.path.dirname(os.path.abspath(__file__))
 
 _CHECKS = textwrap.dedent(
     """
@@ -29,13 +29,16 @@ _CHECKS = textwrap.dedent(
     assert not activations.XLA_LOWERED, activations.XLA_LOWERED
 
     import op_specs
+    import test_grad_grad
     import test_xla
     backend = "composite (library built without XLA)"
     for spec in op_specs.SPECS:
         attrs = dict(spec.attr_variants[0])
         for dtype in op_specs.DTYPES:
             test_xla.test_jit_matches_non_jit_and_reference(spec, attrs, dtype, backend)
+            test_grad_grad.test_jit_matches_reference_and_kernel(spec, attrs, dtype, backend)
         test_xla.test_jit_special_values_match_non_jit(spec, attrs, tf.float32, backend)
+        test_grad_grad.test_jit_special_values_match_kernel(spec, attrs, backend)
         test_xla.test_hlo_comes_from_the_lowerings(spec, "composite")
     model, loss, _, _ = test_xla._fit(op_specs.SPECS[2], jit_compile=True)
     assert model.jit_compile is True and all(l == l for l in loss), loss
@@ -44,35 +47,16 @@ _CHECKS = textwrap.dedent(
 )
 
 
-def _ignore(directory, names):
-    """Sources only: no VCS data, venv, build trees or built libraries."""
-    skip = {".git", ".venv", ".pytest_cache", "__pycache__", "_tf_ops.so", "_tf_ops.build.json"}
-    top = os.path.samefile(directory, ROOT)
-    return [n for n in names if n in skip or (top and n.startswith(("build", "bazel-", "dist")))]
-
-
-def test_library_built_without_xla_falls_back_to_composites(tmp_path):
-    src = tmp_path / "src"
-    shutil.copytree(ROOT, src, ignore=_ignore)
-    build = tmp_path / "build"
-    cmake = shutil.which("cmake")
-    assert cmake, "cmake is needed to build the library"
-    configure = subprocess.run(
-        [cmake, "-S", str(src), "-B", str(build), f"-DPython3_EXECUTABLE={sys.executable}",
-         "-DTF_OPS_CUDA=OFF", "-DTF_OPS_XLA=OFF"],
-        capture_output=True, text=True,
-    )
-    assert configure.returncode == 0, configure.stdout + configure.stderr
-    assert "tf_ops: XLA lowerings OFF" in configure.stdout
-    built = subprocess.run([cmake, "--build", str(build), "--parallel", "2"], capture_output=True, text=True)
-    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
-    assert "activation_xla" not in built.stdout
+def test_library_built_without_xla_falls_back_to_composites(cpu_only_build):
+    src = cpu_only_build.src
+    assert "tf_ops: XLA lowerings OFF" in cpu_only_build.configure.stdout
+    assert "activation_xla" not in cpu_only_build.build.stdout
     with open(src / "tf_ops" / "_tf_ops.build.json") as f:
         assert json.load(f)["xla"] is False
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     checks = subprocess.run(
         [sys.executable, "-c", _CHECKS, str(src), TESTS], capture_output=True, text=True, env=env,
-        cwd=str(tmp_path), timeout=600,
+        cwd=str(cpu_only_build.tmp), timeout=600,
     )
     assert checks.returncode == 0 and checks.stdout.strip().endswith("OK"), checks.stdout[-4000:] + checks.stderr[-8000:]

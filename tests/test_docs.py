@@ -77,14 +77,14 @@ def _attr_text(attr) -> str:
 
 @pytest.mark.parametrize("op", sorted(_op_rows()))
 def test_ops_md_row_matches_the_op_def(op):
-    python, name, inputs, output, attributes, devices, orders = _op_rows()[op]
+    python, name, inputs, outputs, attributes, devices, orders = _op_rows()[op]
     op_def = op_def_registry.get(op)
     assert op_def is not None, f"{op} is not registered"
     # Python function: public in tf_ops and calling this op.
     fn_name = python.strip("`").removeprefix("tf_ops.")
     assert fn_name in tf_ops.__all__, f"{python} is not public in tf_ops"
     assert [a.name for a in op_def.input_arg] == [s.strip() for s in inputs.split(",")]
-    assert [a.name for a in op_def.output_arg] == [output]
+    assert [a.name for a in op_def.output_arg] == [s.strip() for s in outputs.split(",")]
     # Attributes other than T, with their defaults.
     attrs = [_attr_text(a) for a in op_def.attr if a.name != "T"]
     documented = [] if attributes == "—" else [a.strip().strip("`") for a in attributes.split(",")]
@@ -103,7 +103,7 @@ def test_ops_md_row_matches_the_op_def(op):
     assert have <= doc_devices, f"{op} has kernels on {have - doc_devices}, not in docs/ops.md"
     info = tf_ops.build_info()
     if info is not None:
-        expected = {"CPU"} | ({"GPU"} if info.cuda else set()) | (
+        expected = {"CPU"} | ({"GPU"} if tf_ops.gpu_status().active else set()) | (
             {"XLA_CPU_JIT", "XLA_GPU_JIT"} if info.xla else set())
         assert have == expected & doc_devices, f"{op}: kernels on {have}, expected {expected}"
     # Gradient orders "any": the op and its grad op both have registered gradients.

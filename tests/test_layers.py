@@ -10,19 +10,24 @@ import tensorflow as tf
 import keras
 
 import tf_ops
+from op_specs import SPECS, function_name, layer_class, make_layer, non_default_attrs
 from tf_ops import layers as L
 
 # Each layer with non-default arguments, and the function it computes.
 LAYERS = {
-    "LeakyReLU": (lambda: L.LeakyReLU(negative_slope=0.1), lambda x: tf_ops.leaky_relu(x, alpha=0.1)),
-    "ELU": (lambda: L.ELU(alpha=0.5), lambda x: tf_ops.elu(x, alpha=0.5)),
-    "GELU": (lambda: L.GELU(approximate=True), lambda x: tf_ops.gelu(x, approximate=True)),
-    "Swish": (lambda: L.Swish(beta=1.5), lambda x: tf_ops.swish(x, beta=1.5)),
-    "Mish": (lambda: L.Mish(), tf_ops.mish),
-    "HardSwish": (lambda: L.HardSwish(), tf_ops.hard_swish),
+    layer_class(spec).__name__: (
+        lambda spec=spec: make_layer(spec, non_default_attrs(spec)),
+        lambda x, spec=spec: spec.forward(x, **non_default_attrs(spec)),
+    )
+    for spec in SPECS
 }
-ARGS = {"LeakyReLU": "negative_slope", "ELU": "alpha", "GELU": "approximate", "Swish": "beta"}
-FUNCTIONS = ("leaky_relu", "elu", "gelu", "swish", "mish", "hard_swish")
+# The layer argument holding each op attribute (Keras's name where it differs).
+ARGS = {
+    layer_class(spec).__name__: {a: o for o, a in layer_class(spec).ENTRY.layer_args.items()}.get(attr, attr)
+    for spec in SPECS
+    for attr in spec.attr_variants[0]
+}
+FUNCTIONS = tuple(function_name(spec) for spec in SPECS)
 
 
 def sample(shape=(4, 33), dtype="float32", seed=0) -> np.ndarray:

@@ -36,15 +36,16 @@ def _op_types():
 
 @pytest.mark.parametrize("op_type", _op_types())
 def test_kernels_registered_for_cpu_and_gpu_all_dtypes(op_type):
-    # The library is built with CUDA on (CI forces it): GPU kernels must be
-    # registered even on a machine without a GPU.
+    # CPU kernels always; GPU kernels only where they can run (never on a machine
+    # without a GPU). test_gpu_loading.py loads them with a faked GPU and driver and
+    # checks that they then cover every op and dtype.
     found = {}
     for k in kernels.get_registered_kernels_for_op(op_type).kernel:
         (constraint,) = [c for c in k.constraint if c.name == "T"]
         for dt in constraint.allowed_values.list.type:
             found.setdefault(k.device_type, set()).add(dt)
     assert found.get("CPU") == DTYPE_ENUMS, found
-    assert found.get("GPU") == DTYPE_ENUMS, found
+    assert found.get("GPU") == (DTYPE_ENUMS if tf_ops.gpu_status().active else None), found
 
 
 @pytest.mark.parametrize("spec", spec_params())

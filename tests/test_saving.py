@@ -13,6 +13,7 @@ import tensorflow as tf
 import keras
 
 import tf_ops
+from op_specs import SPECS, function_name, layer_class, make_layer, non_default_attrs
 from subprocesses import SCRIPTS, run_python
 
 FORMATS = ("keras", "saved_model", "export")
@@ -26,24 +27,11 @@ def build_model() -> keras.Model:
     def dense(units: int, activation=None) -> keras.layers.Dense:
         return keras.layers.Dense(units, activation=activation, bias_initializer="random_normal")
 
-    return keras.Sequential(
-        [
-            keras.Input((6,)),
-            dense(8), tf_ops.layers.LeakyReLU(negative_slope=0.1),
-            dense(8), tf_ops.layers.ELU(alpha=0.5),
-            dense(8), tf_ops.layers.GELU(approximate=True),
-            dense(8), tf_ops.layers.Swish(beta=1.5),
-            dense(8), tf_ops.layers.Mish(),
-            dense(8), tf_ops.layers.HardSwish(),
-            dense(8, tf_ops.leaky_relu),
-            dense(8, tf_ops.elu),
-            dense(8, tf_ops.gelu),
-            dense(8, tf_ops.swish),
-            dense(8, tf_ops.mish),
-            dense(8, tf_ops.hard_swish),
-            dense(3),
-        ]
-    )
+    layers = [keras.Input((6,))]
+    for spec in SPECS:
+        layers += [dense(8), make_layer(spec, non_default_attrs(spec))]
+    layers += [dense(8, getattr(tf_ops, function_name(spec))) for spec in SPECS]
+    return keras.Sequential([*layers, dense(3)])
 
 
 def reference(model: keras.Model, x: np.ndarray) -> dict:
@@ -112,12 +100,12 @@ def test_saved_files_hold_the_tf_ops_ops_and_names(saved):
     # The graphs run the fused ops (not some fallback), so loading needs `import tf_ops`.
     for directory in ("saved_model", "export"):
         graph = (root / directory / "saved_model.pb").read_bytes()
-        for op in ("LeakyRelu", "Elu", "Gelu", "Swish", "Mish", "HardSwish"):
+        for op in (spec.name for spec in SPECS):
             assert f"TfOps>{op}".encode() in graph, (directory, op)
     # The Keras config names the layers and functions by their registered names.
     with zipfile.ZipFile(root / "model.keras") as archive:
         config = json.dumps(json.loads(archive.read("config.json")))
-    for name in ("LeakyReLU", "ELU", "GELU", "Swish", "Mish", "HardSwish"):
+    for name in (layer_class(spec).__name__ for spec in SPECS):
         assert f'"registered_name": "tf_ops>{name}"' in config, name
-    for name in ("leaky_relu", "elu", "gelu", "swish", "mish", "hard_swish"):
+    for name in (function_name(spec) for spec in SPECS):
         assert f'"config": "tf_ops>{name}"' in config, name

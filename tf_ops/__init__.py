@@ -1,5 +1,14 @@
 """tf_ops: fused activation ops for TensorFlow, with CPU and CUDA kernels.
 
+The functions (`leaky_relu`, `elu`, `gelu`, `swish`, `mish`, `hard_swish`, ..., each
+with its `*_grad` and `*_grad_grad`) and the Keras layers in `tf_ops.layers` are made
+from one table, ``tf_ops/python/activation_table.py``, and the ops' C++ registration;
+`help(tf_ops.gelu)` shows each signature and docstring.
+
+Importing it loads the ops and their CPU kernels, and their CUDA kernels where they can
+run (a GPU that TensorFlow sees, and an NVIDIA driver new enough for the CUDA runtime they
+were built with); `gpu_status()` says which, and why.
+
 Example:
   >>> import tensorflow as tf
   >>> import tf_ops
@@ -13,42 +22,29 @@ Example:
 
 from tf_ops import layers  # Keras layers; registers the activations with Keras
 from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
-from tf_ops.python.activations import (
-    elu,
-    elu_grad,
-    gelu,
-    gelu_grad,
-    hard_swish,
-    hard_swish_grad,
-    leaky_relu,
-    leaky_relu_grad,
-    mish,
-    mish_grad,
-    swish,
-    swish_grad,
-)
+from tf_ops.python.activations import FUNCTIONS as _FUNCTIONS
 from tf_ops.python.cpu_info import active_cpu_isa
-from tf_ops.python.library import BuildInfo, build_info, library_path, load_library
+from tf_ops.python.gpu import GpuFallbackWarning, GpuStatus
+from tf_ops.python.library import BuildInfo, build_info, gpu_status, library_path, load_library
+from tf_ops.python.portable import is_portable, portable
 
-__all__ = [
-    "BuildInfo",
-    "active_cpu_isa",
-    "build_info",
-    "elu",
-    "elu_grad",
-    "gelu",
-    "gelu_grad",
-    "hard_swish",
-    "hard_swish_grad",
-    "layers",
-    "leaky_relu",
-    "leaky_relu_grad",
-    "library_path",
-    "load_library",
-    "mish",
-    "mish_grad",
-    "swish",
-    "swish_grad",
-]
+globals().update(_FUNCTIONS)
+
+__all__ = sorted(
+    [
+        *_FUNCTIONS,
+        "BuildInfo",
+        "GpuFallbackWarning",
+        "GpuStatus",
+        "active_cpu_isa",
+        "build_info",
+        "gpu_status",
+        "is_portable",
+        "layers",
+        "library_path",
+        "load_library",
+        "portable",
+    ]
+)
 
 __version__ = "0.1.0"

@@ -1,4 +1,6 @@
-"""Keras 3 layers computing the fused tf_ops activations.
+"""Keras 3 layers computing the fused tf_ops activations: one per activation
+(`LeakyReLU`, `ELU`, `GELU`, `Swish`, `Mish`, `HardSwish`, ...), made from the table
+in ``tf_ops/python/activation_table.py``.
 
 Example:
   >>> import keras, tf_ops
@@ -11,6 +13,7 @@ Example:
 See `tf_ops.python.layers` for the details and choices.
 """
 
-from tf_ops.python.layers import ELU, GELU, HardSwish, LeakyReLU, Mish, Swish
+from tf_ops.python.layers import LAYERS
 
-__all__ = ["ELU", "GELU", "HardSwish", "LeakyReLU", "Mish", "Swish"]
+globals().update(LAYERS)
+__all__ = sorted(LAYERS)

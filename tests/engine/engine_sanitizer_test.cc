@@ -2,14 +2,15 @@
 //
 // Built with AddressSanitizer and UndefinedBehaviorSanitizer (see
 // CMakeLists.txt here; `make engine-test` builds and runs it), it calls the
-// engine's interface, ForwardRange / BackwardRange from elementwise_cpu.h,
-// for every activation in activation_list.h, every attribute variant below,
+// engine's interface, CpuForward / CpuBackward / CpuGradGrad from
+// elementwise_cpu.h (through the typed shorthands below), for every activation in activation_list.h, every attribute variant below,
 // every dtype the TensorFlow kernels instantiate (float, double, and
 // Eigen::half / Eigen::bfloat16 when Eigen's headers are available), on
 // heap buffers of exactly the size the call may touch, so that ASan reports
 // any read or write past either end:
 //   - whole ranges [0, n), out of place and in place (TF may forward an input
-//     buffer as the output), for n = 0..70, around every power of two up to
+//     buffer as an output; the grad-grad op in every pairing TF can make, and
+//     with either output left out), for n = 0..70, around every power of two up to
 //     2^12 and at 2^16 + 1 (vector widths, unroll factors, cache lines);
 //   - shards [begin, end) as TF's thread pool hands them out, at odd offsets:
 //     the buffer ends exactly at `end` and the elements before `begin` are
@@ -98,6 +99,12 @@ template <typename Op, typename T>
 void BackwardRange(const Op& op, const T* g, const T* v, T* dx, int64_t begin,
                    int64_t end) {
   CpuBackward(op, DtypeInfo<T>::kDtype, g, v, dx, begin, end);
+}
+
+template <typename Op, typename T>
+void GradGradRange(const Op& op, const T* u, const T* g, const T* v, T* d_g,
+                   T* d_v, int64_t begin, int64_t end) {
+  CpuGradGrad(op, DtypeInfo<T>::kDtype, u, g, v, d_g, d_v, begin, end);
 }
 
 template <typename T>
@@ -228,14 +235,33 @@ template <typename Op, typename T>
 Expected BackwardRef(const Op& op, T g, T v) {
   using C = ComputeType<T>;
   const double gd = ToDouble(g), vd = ToDouble(v);
-  const double derivative = op.Backward(1.0, vd);
+  const double derivative = op.Derivative(vd);
   const bool underflows = std::fabs(derivative) < UnderflowScale<T>();
   const double abs_slack =
       64 * std::numeric_limits<C>::epsilon() + UnderflowScale<T>();
-  return {ToDouble(FromDouble<T>(op.Backward(gd, vd))),
+  return {ToDouble(FromDouble<T>(GradOf(op, gd, vd))),
           DtypeInfo<T>::kAtol +
               (std::isfinite(gd) ? std::fabs(gd) * abs_slack : 0.0),
           std::isinf(gd) && underflows};
+}
+
+// The grad-grad op's outputs: d_g = u f'(v) is the grad op's value for u;
+// d_v = (u g) f''(v), with u g rounded to C as the engine has it (it may
+// overflow there), f'' under the same absolute slack as f' above, and NaN
+// allowed where an infinite u g meets an f'' that underflows in C.
+template <typename Op, typename T>
+Expected GradGradRef(const Op& op, T u, T g, T v) {
+  using C = ComputeType<T>;
+  const double ug = static_cast<double>(
+      static_cast<C>(static_cast<C>(ToDouble(u)) * static_cast<C>(ToDouble(g))));
+  const double second = op.SecondDerivative(ToDouble(v));
+  const bool underflows = std::fabs(second) < UnderflowScale<T>();
+  const double abs_slack =
+      64 * std::numeric_limits<C>::epsilon() + UnderflowScale<T>();
+  return {ToDouble(FromDouble<T>(ug * second)),
+          DtypeInfo<T>::kAtol +
+              (std::isfinite(ug) ? std::fabs(ug) * abs_slack : 0.0),
+          std::isinf(ug) && underflows};
 }
 
 // Compares got[begin, end) with want[begin, end); reports the first mismatch.
@@ -391,6 +417,98 @@ void CheckBackward(const Op& op, const std::string& label, int64_t n,
   }
 }
 
+// Where each grad-grad output goes: a fresh buffer, the buffer of an input
+// (TF forwards u or v to d_g, g or v to d_v), or nowhere (not required).
+enum class Into { kFresh, kU, kG, kV, kNone };
+
+template <typename Op, typename T>
+void CheckGradGrad(const Op& op, const std::string& label, int64_t n,
+                   bool misaligned, Tally* tally) {
+  const std::string what = label + " grad-grad n=" + std::to_string(n) +
+                           (misaligned ? " misaligned" : "");
+  std::vector<T> u(n), g(n), v(n);
+  std::vector<Expected> want_g(n), want_v(n);
+  FillInput(u.data(), n, 15485863u * static_cast<uint32_t>(n) + 7u);
+  FillInput(g.data(), n, 104729u * static_cast<uint32_t>(n) + 3u);
+  FillInput(v.data(), n, 7919u * static_cast<uint32_t>(n) + 5u);
+  for (int64_t i = 0; i < n; ++i) {
+    want_g[i] = BackwardRef(op, u[i], v[i]);
+    want_v[i] = GradGradRef(op, u[i], g[i], v[i]);
+  }
+  const struct {
+    Into d_g, d_v;
+    const char* name;
+  } kPlacements[] = {
+      {Into::kFresh, Into::kFresh, ""},
+      {Into::kU, Into::kG, " in-place(u,g)"},
+      {Into::kV, Into::kG, " in-place(v,g)"},
+      {Into::kU, Into::kV, " in-place(u,v)"},
+      {Into::kNone, Into::kFresh, " d_v only"},
+      {Into::kNone, Into::kV, " d_v only in-place(v)"},
+      {Into::kFresh, Into::kNone, " d_g only"},
+      {Into::kU, Into::kNone, " d_g only in-place(u)"},
+  };
+  for (const auto& p : kPlacements) {
+    ExactBuffer<T> ub(n, misaligned), gb(n, misaligned), vb(n, misaligned),
+        ab(n, misaligned), bb(n, misaligned);
+    CopyInto(u, &ub);
+    CopyInto(g, &gb);
+    CopyInto(v, &vb);
+    auto place = [&](Into into, ExactBuffer<T>* fresh) -> T* {
+      switch (into) {
+        case Into::kFresh:
+          return fresh->data();
+        case Into::kU:
+          return ub.data();
+        case Into::kG:
+          return gb.data();
+        case Into::kV:
+          return vb.data();
+        case Into::kNone:
+          return nullptr;
+      }
+      return nullptr;
+    };
+    T* d_g = place(p.d_g, &ab);
+    T* d_v = place(p.d_v, &bb);
+    GradGradRange(op, static_cast<const T*>(ub.data()),
+                  static_cast<const T*>(gb.data()),
+                  static_cast<const T*>(vb.data()), d_g, d_v, 0, n);
+    if (d_g != nullptr) {
+      Check(what + p.name + " d_g", d_g, want_g, v, 0, n, tally);
+    }
+    if (d_v != nullptr) {
+      Check(what + p.name + " d_v", d_v, want_v, v, 0, n, tally);
+    }
+  }
+  for (int k : {2, 3, 7}) {
+    if (n < k) continue;
+    const std::vector<int64_t> b = ShardBounds(n, k);
+    for (size_t s = 0; s + 1 < b.size(); ++s) {
+      const int64_t begin = b[s], end = b[s + 1];
+      ExactBuffer<T> ub(end, misaligned), gb(end, misaligned),
+          vb(end, misaligned), ab(end, misaligned), bb(end, misaligned);
+      std::memcpy(ub.data(), u.data(), sizeof(T) * end);
+      std::memcpy(gb.data(), g.data(), sizeof(T) * end);
+      std::memcpy(vb.data(), v.data(), sizeof(T) * end);
+      for (auto* buf : {&ub, &gb, &vb, &ab, &bb}) buf->PoisonPrefix(begin);
+      GradGradRange(op, static_cast<const T*>(ub.data()),
+                    static_cast<const T*>(gb.data()),
+                    static_cast<const T*>(vb.data()), ab.data(), bb.data(),
+                    begin, end);
+      GradGradRange(op, static_cast<const T*>(ub.data()),
+                    static_cast<const T*>(gb.data()),
+                    static_cast<const T*>(vb.data()), ab.data(), bb.data(),
+                    end, end);
+      for (auto* buf : {&ub, &gb, &vb, &ab, &bb}) buf->UnpoisonPrefix(begin);
+      const std::string shard =
+          " shard [" + std::to_string(begin) + "," + std::to_string(end) + ")";
+      Check(what + shard + " d_g", ab.data(), want_g, v, begin, end, tally);
+      Check(what + shard + " d_v", bb.data(), want_v, v, begin, end, tally);
+    }
+  }
+}
+
 // ------------------------------------------------------------ the matrix ---
 
 // Sizes: every n up to 70, then one under, at and over each power of two up
@@ -448,6 +566,7 @@ void CheckDtype(const Op& op, const std::string& label, bool first_variant,
       if (misaligned && n > 1025) continue;
       CheckForward<Op, T>(op, name, n, misaligned, tally);
       CheckBackward<Op, T>(op, name, n, misaligned, tally);
+      CheckGradGrad<Op, T>(op, name, n, misaligned, tally);
     }
   }
 }

@@ -1,76 +1,61 @@
-// TF-free self-test of the CUDA engine: runs every activation in
-// activation_list.h, forward and backward, in every dtype, on the GPU through
+// TF-free self-test of the CUDA engine: runs every op family (op_families.h)
+// of every activation in activation_list.h, in every dtype, on the GPU through
 // the same launchers the TensorFlow kernels call, and compares each element
 // with the CPU engine (elementwise_cpu.h) on the same inputs.
 //
 // Build and run on a GPU machine (no TensorFlow needed):
 //   tools/gpu_selftest.sh
+// Usage: tf_ops_gpu_selftest [--quick] | --bench [log2 n]
+//   --quick  small sizes and one attribute variant per activation: every code
+//            path, few launches (for compute-sanitizer runs).
+//   --bench  times the kernels instead (gpu_bench.cu).
 // Exit status 0 when every case passes, 1 otherwise, 2 without a usable GPU.
-// `--bench [log2 n]` times the kernels instead (gpu_bench.cu).
+// Lines starting with "SUMMARY " are for tools/gpu_selftest.sh to read.
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "tests/gpu/cuda_check.h"
+#include "tests/gpu/op_families.h"
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_math.h"
-#include "tf_ops/cc/elementwise_cpu.h"
-#include "tf_ops/cu/elementwise_gpu.h"
 
 namespace tf_ops {
 namespace {
-
-template <typename T>
-struct DtypeInfo;
-template <>
-struct DtypeInfo<__half> {
-  static constexpr Dtype kDtype = Dtype::kHalf;
-  static constexpr const char* kName = "half";
-  static constexpr double kRtol = 2e-3;  // 2 ulp of binary16
-};
-template <>
-struct DtypeInfo<__nv_bfloat16> {
-  static constexpr Dtype kDtype = Dtype::kBFloat16;
-  static constexpr const char* kName = "bfloat16";
-  static constexpr double kRtol = 1.6e-2;  // 2 ulp of bfloat16
-};
-template <>
-struct DtypeInfo<float> {
-  static constexpr Dtype kDtype = Dtype::kFloat;
-  static constexpr const char* kName = "float";
-  static constexpr double kRtol = 4e-6;  // device vs host libm, a few ulp
-};
-template <>
-struct DtypeInfo<double> {
-  static constexpr Dtype kDtype = Dtype::kDouble;
-  static constexpr const char* kName = "double";
-  static constexpr double kRtol = 1e-14;
-};
 
 template <typename T>
 double ToDouble(T v) {
   return static_cast<double>(static_cast<ComputeType<T>>(v));
 }
 
-// Inputs: random normals scaled to cover both branches and saturation, plus
+// Samples: random normals scaled to cover both branches and saturation, plus
 // the special values at the front (0, -0, +-inf, NaN, tiny and huge values).
+// Past kRandomPrefix elements the values repeat: large sizes are there to test
+// the indexing (grid-stride loop, tails), and drawing millions of normals per
+// case would dominate the run.
+constexpr int64_t kRandomPrefix = 1 << 16;
+
 template <typename T>
-std::vector<T> MakeInput(int64_t n, uint32_t seed) {
+std::vector<T> MakeSample(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal(0.0, 4.0);
   const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN,
                              1e-6, -1e-6, 30.0, -30.0, 1.0, -1.0};
   std::vector<T> v(n);
   for (int64_t i = 0; i < n; ++i) {
+    if (i >= kRandomPrefix) {
+      v[i] = v[i % kRandomPrefix];
+      continue;
+    }
     const double d = i < 11 ? specials[i] : normal(rng);
     v[i] = static_cast<T>(static_cast<ComputeType<T>>(d));
   }
@@ -85,30 +70,41 @@ bool Close(double a, double b, double rtol) {
   return std::fabs(a - b) <= rtol * std::fmax(std::fabs(b), 1.0);
 }
 
+// A device buffer holding `host` at element offset `offset` (1 puts it off
+// the 16-byte grid, which takes the kernels' one-element path), with one
+// spare element after it.
 template <typename T>
-T* ToDevice(const std::vector<T>& host) {
-  T* dev = nullptr;
-  CUDA_CHECK(cudaMalloc(&dev, sizeof(T) * (host.size() + 1)));
-  CUDA_CHECK(cudaMemcpy(dev, host.data(), sizeof(T) * host.size(),
-                        cudaMemcpyHostToDevice));
-  return dev;
-}
-
-template <typename T>
-std::vector<T> ToHost(const T* dev, int64_t n) {
-  std::vector<T> host(n);
-  CUDA_CHECK(cudaMemcpy(host.data(), dev, sizeof(T) * n,
-                        cudaMemcpyDeviceToHost));
-  return host;
-}
+struct DeviceBuffer {
+  T* base = nullptr;
+  T* data = nullptr;
+  DeviceBuffer(const std::vector<T>& host, int offset) {
+    CUDA_CHECK(cudaMalloc(&base, sizeof(T) * (host.size() + offset + 1)));
+    data = base + offset;
+    if (!host.empty()) {
+      CUDA_CHECK(cudaMemcpy(data, host.data(), sizeof(T) * host.size(),
+                            cudaMemcpyHostToDevice));
+    }
+  }
+  ~DeviceBuffer() { cudaFree(base); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  std::vector<T> ToHost(size_t n) const {
+    std::vector<T> host(n);
+    if (n > 0) {
+      CUDA_CHECK(cudaMemcpy(host.data(), data, sizeof(T) * n,
+                            cudaMemcpyDeviceToHost));
+    }
+    return host;
+  }
+};
 
 struct Tally {
-  int cases = 0;
-  int failures = 0;
+  int passed = 0;
+  int failed = 0;
 };
 
 template <typename T>
-bool Compare(const char* what, const std::vector<T>& got,
+bool Compare(const std::string& what, const std::vector<T>& got,
              const std::vector<T>& want) {
   int64_t bad = 0, first = -1;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -119,88 +115,118 @@ bool Compare(const char* what, const std::vector<T>& got,
   }
   if (bad == 0) return true;
   std::printf("FAIL %s: %lld of %zu differ; first at %lld: gpu %.9g cpu %.9g\n",
-              what, static_cast<long long>(bad), want.size(),
-              static_cast<long long>(first),
-              ToDouble(got[first]), ToDouble(want[first]));
+              what.c_str(), static_cast<long long>(bad), want.size(),
+              static_cast<long long>(first), ToDouble(got[first]),
+              ToDouble(want[first]));
   return false;
 }
 
-// One activation, one dtype, one size: forward, forward in place, backward.
-template <typename Op, typename T>
-void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
-  const Dtype dtype = DtypeInfo<T>::kDtype;
-  const std::string name = label + " " + DtypeInfo<T>::kName + " n=" +
-                           std::to_string(n);
-  std::vector<T> x = MakeInput<T>(n, 1234u + static_cast<uint32_t>(n));
-  std::vector<T> g = MakeInput<T>(n, 99u + static_cast<uint32_t>(n));
-  // Elu's grad op takes the outputs; the others take the features.
-  std::vector<T> y_cpu(n), v(n), dx_cpu(n);
-  CpuForward(op, dtype, x.data(), y_cpu.data(), 0, n);
-  v = Op::kGradTakesOutputs ? y_cpu : x;
-  CpuBackward(op, dtype, g.data(), v.data(), dx_cpu.data(), 0, n);
-
-  T* d_x = ToDevice(x);
-  T* d_g = ToDevice(g);
-  T* d_v = ToDevice(v);
-  T* d_out = ToDevice(std::vector<T>(n));
-
-  const char* err = LaunchForward(op, dtype, d_x, d_out, n, nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  bool ok = err == nullptr && Compare((name + " forward").c_str(),
-                                      ToHost(d_out, n), y_cpu);
-  // In place: TF may hand the kernel its input buffer as output.
-  err = LaunchForward(op, dtype, d_x, d_x, n, nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  ok = ok && err == nullptr &&
-       Compare((name + " forward in-place").c_str(), ToHost(d_x, n), y_cpu);
-  err = LaunchBackward(op, dtype, d_g, d_v, d_out, n, nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  ok = ok && err == nullptr &&
-       Compare((name + " backward").c_str(), ToHost(d_out, n), dx_cpu);
-  // Buffers off the 16-byte grid take the one-element path: elements 1..n-1.
-  if (n > 1) {
-    err = LaunchBackward(op, dtype, d_g + 1, d_v + 1, d_out + 1, n - 1,
-                         nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> got = ToHost(d_out, n);
-    std::vector<T> want(dx_cpu.begin() + 1, dx_cpu.end());
-    ok = ok && err == nullptr &&
-         Compare((name + " backward unaligned").c_str(),
-                 std::vector<T>(got.begin() + 1, got.end()), want);
+// One run of a family on the GPU, compared with the CPU reference: buffers at
+// element offset `offset`; outputs written over the inputs `aliases` names;
+// when only >= 0, the other outputs are null (kOutputsOptional).
+template <typename Family, typename Op, typename T>
+bool RunOnce(const Op& op, const std::string& name, const HostBuffers<T>& in,
+             const HostBuffers<T>& want, int64_t n, int offset,
+             const Aliases& aliases, int only) {
+  std::vector<std::unique_ptr<DeviceBuffer<T>>> d_in, d_out;
+  std::vector<const DeviceBuffer<T>*> written(Family::kOutputs, nullptr);
+  Args args;
+  for (const std::vector<T>& host : in) {
+    d_in.push_back(std::make_unique<DeviceBuffer<T>>(host, offset));
+    args.in.push_back(d_in.back()->data);
   }
-  err = LaunchBackward(op, dtype, d_g, d_v, d_g, n, nullptr);
+  for (int o = 0; o < Family::kOutputs; ++o) {
+    int over = -1;
+    for (const auto& [output, input] : aliases) {
+      if (output == o) over = input;
+    }
+    if (over >= 0) {
+      written[o] = d_in[over].get();
+    } else if (only < 0 || only == o) {
+      d_out.push_back(std::make_unique<DeviceBuffer<T>>(
+          std::vector<T>(Family::OutputSize(o, n)), offset));
+      written[o] = d_out.back().get();
+    }
+    args.out.push_back(written[o] == nullptr ? nullptr : written[o]->data);
+  }
+  const char* err = Family::Gpu(op, DtypeInfo<T>::kDtype, args, n, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
-  ok = ok && err == nullptr &&
-       Compare((name + " backward in-place").c_str(), ToHost(d_g, n), dx_cpu);
-  if (err != nullptr) std::printf("FAIL %s: launch error %s\n", name.c_str(), err);
+  bool ok = err == nullptr;
+  if (!ok) std::printf("FAIL %s: launch error %s\n", name.c_str(), err);
+  for (int o = 0; ok && o < Family::kOutputs; ++o) {
+    if (written[o] == nullptr) continue;
+    ok = Compare(name + " output " + std::to_string(o),
+                 written[o]->ToHost(want[o].size()), want[o]);
+  }
+  return ok;
+}
 
-  CUDA_CHECK(cudaFree(d_x));
-  CUDA_CHECK(cudaFree(d_g));
-  CUDA_CHECK(cudaFree(d_v));
-  CUDA_CHECK(cudaFree(d_out));
-  ++t->cases;
-  if (!ok) ++t->failures;
+// One family, activation, dtype and size: aligned, in place as the family
+// allows, each output alone where outputs are optional, and off the 16-byte
+// grid.
+template <typename Family, typename Op, typename T>
+void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
+  const std::string name = label + " " + Family::kName + " " +
+                           DtypeInfo<T>::kName + " n=" + std::to_string(n);
+  HostBuffers<T> samples;
+  for (int s = 0; s < kSamples; ++s) {
+    samples.push_back(MakeSample<T>(n, 1234u * (s + 1) + static_cast<uint32_t>(n)));
+  }
+  const HostBuffers<T> in = Family::template MakeInputs<Op, T>(op, samples, n);
+  HostBuffers<T> want;
+  Args host_args;
+  for (const std::vector<T>& b : in) host_args.in.push_back(b.data());
+  for (int o = 0; o < Family::kOutputs; ++o) {
+    want.emplace_back(Family::OutputSize(o, n));
+  }
+  for (std::vector<T>& b : want) host_args.out.push_back(b.data());
+  Family::Cpu(op, DtypeInfo<T>::kDtype, host_args, n);
+
+  bool ok = RunOnce<Family>(op, name, in, want, n, /*offset=*/0, {}, -1);
+  for (const Aliases& aliases : Family::InPlace()) {
+    std::string what = name + " in place (output over input:";
+    for (const auto& [output, input] : aliases) {
+      what += " " + std::to_string(output) + " over " + std::to_string(input);
+    }
+    ok = RunOnce<Family>(op, what + ")", in, want, n, 0, aliases, -1) && ok;
+  }
+  if (Family::kOutputsOptional && Family::kOutputs > 1) {
+    for (int o = 0; o < Family::kOutputs; ++o) {
+      ok = RunOnce<Family>(op, name + " output " + std::to_string(o) + " alone",
+                           in, want, n, 0, {}, o) && ok;
+    }
+  }
+  ok = RunOnce<Family>(op, name + " unaligned", in, want, n, 1, {}, -1) && ok;
+  ++(ok ? t->passed : t->failed);
 }
 
 // Sizes around the pack width, the block size and the grid-stride limit, odd
-// ones included.
-const int64_t kSizes[] = {1, 3, 7, 8, 9, 255, 256, 257, 4097, 1 << 20,
-                          8192 * 256 * 8 + 17};
+// ones included; --quick keeps the small ones.
+const std::vector<int64_t> kSizes = {1,   3,    7,    8,       9,
+                                     255, 256,  257,  4097,    1 << 20,
+                                     8192 * 256 * 8 + 17};
+const std::vector<int64_t> kQuickSizes = {1, 3, 8, 9, 255, 257, 4097};
 
-template <typename Op>
-void CheckOp(const Op& op, const std::string& label, Tally* t) {
-  for (int64_t n : kSizes) {
-    CheckCase<Op, __half>(op, label, n, t);
-    CheckCase<Op, __nv_bfloat16>(op, label, n, t);
-    CheckCase<Op, float>(op, label, n, t);
-    CheckCase<Op, double>(op, label, n, t);
+template <typename Family, typename Op>
+void CheckFamily(const Op& op, const std::string& label,
+                 const std::vector<int64_t>& sizes, Tally* t) {
+  for (int64_t n : sizes) {
+    CheckCase<Family, Op, __half>(op, label, n, t);
+    CheckCase<Family, Op, __nv_bfloat16>(op, label, n, t);
+    CheckCase<Family, Op, float>(op, label, n, t);
+    CheckCase<Family, Op, double>(op, label, n, t);
   }
   // An empty tensor launches nothing and reports no error.
-  if (LaunchForward(op, Dtype::kFloat, nullptr, nullptr, 0, nullptr) !=
-      nullptr) {
-    std::printf("FAIL %s: empty launch reported an error\n", label.c_str());
-    ++t->failures;
+  Args empty;
+  empty.in.assign(Family::kInputs, nullptr);
+  empty.out.assign(Family::kOutputs, nullptr);
+  const bool ok =
+      Family::Gpu(op, Dtype::kFloat, empty, 0, nullptr) == nullptr;
+  if (!ok) {
+    std::printf("FAIL %s %s: empty launch reported an error\n", label.c_str(),
+                Family::kName);
   }
+  ++(ok ? t->passed : t->failed);
 }
 
 // The attribute values each activation is tried with; an activation added to
@@ -215,7 +241,6 @@ std::vector<Elu> Variants(Elu) {
   for (float a : {1.0f, 0.0f, 0.2f, 1.5f}) v.push_back(Elu{a});
   return v;
 }
-
 std::vector<Gelu> Variants(Gelu) { return {Gelu{false}, Gelu{true}}; }
 std::vector<Swish> Variants(Swish) {
   std::vector<Swish> v;
@@ -225,43 +250,77 @@ std::vector<Swish> Variants(Swish) {
 std::vector<Mish> Variants(Mish) { return {Mish{}}; }
 std::vector<HardSwish> Variants(HardSwish) { return {HardSwish{}}; }
 
-template <typename Op>
-void CheckAllVariants(Tally* t) {
-  for (const Op& op : Variants(Op{})) {
-    CheckOp(op, std::string(Op::kName), t);
+template <typename Family, typename Op>
+void CheckAllVariants(bool quick, Tally* t) {
+  std::vector<Op> variants = Variants(Op{});
+  if (quick) variants.resize(1);
+  for (const Op& op : variants) {
+    CheckFamily<Family>(op, std::string(Op::kName),
+                        quick ? kQuickSizes : kSizes, t);
   }
 }
 
-}  // namespace
-}  // namespace tf_ops
-
-namespace tf_ops {
-int RunBenchmarks(int64_t n);  // gpu_bench.cu
+// Every activation of one family; prints its tally.
+template <typename Family>
+Tally CheckEveryActivation(bool quick) {
+  Tally t;
+#define TF_OPS_CHECK(Name) CheckAllVariants<Family, Name>(quick, &t);
+  TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_CHECK)
+#undef TF_OPS_CHECK
+  std::printf("SUMMARY checks family=%s passed=%d failed=%d\n", Family::kName,
+              t.passed, t.failed);
+  return t;
 }
 
+}  // namespace
+
+int RunBenchmarks(int64_t n);  // gpu_bench.cu
+
+}  // namespace tf_ops
+
 int main(int argc, char** argv) {
-  const bool bench = argc > 1 && std::string(argv[1]) == "--bench";
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (!mode.empty() && mode != "--bench" && mode != "--quick") {
+    std::fprintf(stderr, "usage: %s [--quick] | --bench [log2 n]\n", argv[0]);
+    return 64;
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("no CUDA device: nothing tested\n");
+    std::printf("SUMMARY device none\n");
     return 2;
   }
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  int driver = 0, runtime = 0;
+  CUDA_CHECK(cudaDriverGetVersion(&driver));
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  std::printf("device: %s (sm_%d%d), driver supports CUDA %d.%d, runtime CUDA %d.%d\n",
+              prop.name, prop.major, prop.minor, driver / 1000,
+              driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  std::printf("SUMMARY device name=\"%s\" sm=%d%d driver_cuda=%d.%d runtime_cuda=%d.%d\n",
+              prop.name, prop.major, prop.minor, driver / 1000,
+              driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
 
-  if (bench) {
+  if (mode == "--bench") {
     // --bench [log2 elements], default 2^28.
     const int log2 = argc > 2 ? std::atoi(argv[2]) : 28;
     return tf_ops::RunBenchmarks(int64_t{1} << log2);
   }
 
-  tf_ops::Tally tally;
-#define TF_OPS_CHECK(Name) tf_ops::CheckAllVariants<tf_ops::Name>(&tally);
-  TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_CHECK)
-#undef TF_OPS_CHECK
+  const bool quick = mode == "--quick";
+  int passed = 0, failed = 0;
+#define TF_OPS_CHECK_FAMILY(Family)                                   \
+  {                                                                   \
+    const tf_ops::Tally t = tf_ops::CheckEveryActivation<tf_ops::Family>(quick); \
+    passed += t.passed;                                               \
+    failed += t.failed;                                               \
+  }
+  TF_OPS_GPU_FAMILIES(TF_OPS_CHECK_FAMILY)
+#undef TF_OPS_CHECK_FAMILY
 
-  std::printf("%d passed, %d failed\n", tally.cases - tally.failures,
-              tally.failures);
-  return tally.failures == 0 ? 0 : 1;
+  std::printf("%d passed, %d failed\n", passed, failed);
+  std::printf("SUMMARY checks total passed=%d failed=%d%s\n", passed, failed,
+              quick ? " quick" : "");
+  return failed == 0 ? 0 : 1;
 }

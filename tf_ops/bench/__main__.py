@@ -1,7 +1,7 @@
 """Command line of the benchmark suite; see tf_ops/bench/__init__.py.
 
   python -m tf_ops.bench [--quick] [--ops a,b] [--dtypes float32,...]
-      [--sizes 10,16,20,24] [--passes forward,grad,fwd+bwd] [--reps MIN,MAX]
+      [--sizes 10,16,20,24] [--passes forward,grad,fwd+bwd,second] [--reps MIN,MAX]
       [--budget SECONDS] [--allocator default|bfc] [--device /CPU:0]
       [--json PATH] [--plot PATH]
 """
@@ -24,7 +24,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--ops", help="comma-separated ops (default: all)")
     p.add_argument("--dtypes", help="comma-separated: float32,float16,bfloat16")
     p.add_argument("--sizes", help="comma-separated log2 sizes (default 10,16,20,24)")
-    p.add_argument("--passes", help="comma-separated: forward,grad,fwd+bwd")
+    p.add_argument("--passes", help="comma-separated: forward,grad,fwd+bwd,second")
     p.add_argument("--reps", help="MIN,MAX timed rounds per configuration")
     p.add_argument("--budget", type=float, help="seconds per configuration (default 2)")
     p.add_argument("--allocator", choices=("default", "bfc"), default="default",

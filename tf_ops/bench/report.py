@@ -19,7 +19,9 @@ def _ratio(value: float | None) -> str:
 
 
 def markdown(rows: Sequence[dict]) -> str:
-    """One line per (op, dtype, size, pass). Ratios > 1 mean tf_ops is faster.
+    """One line per (op, dtype, size, pass). Ratios > 1 mean tf_ops is faster;
+    "portable cost" is how many times longer the portable composite takes than the
+    fused op (what exporting under `tf_ops.portable()` costs in TensorFlow).
 
     Example:
       >>> print(markdown([]).splitlines()[0])  # doctest: +ELLIPSIS
@@ -27,8 +29,9 @@ def markdown(rows: Sequence[dict]) -> str:
     """
     lines = [
         "| op | dtype | size | pass | tf_ops ms | TF ms | vs TF | XLA ms | vs XLA "
-        "| eager: tf_ops / TF ms | eager vs TF | tf_ops jit ms | jit vs XLA | × floor |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| eager: tf_ops / TF ms | eager vs TF | tf_ops jit ms | jit vs XLA | × floor "
+        "| portable ms | portable cost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -36,7 +39,8 @@ def markdown(rows: Sequence[dict]) -> str:
             f"| {_ms(r, 'tf_ops')} | {_ms(r, 'tf')} | {_ratio(r['vs_tf'])} "
             f"| {_ms(r, 'xla')} | {_ratio(r['vs_xla'])} "
             f"| {_ms(r, 'tf_ops_eager')} / {_ms(r, 'tf_eager')} | {_ratio(r['eager_vs_tf'])} "
-            f"| {_ms(r, 'tf_ops_xla')} | {_ratio(r['jit_vs_xla'])} | {r['x_floor']:.2f} |"
+            f"| {_ms(r, 'tf_ops_xla')} | {_ratio(r['jit_vs_xla'])} | {r['x_floor']:.2f} "
+            f"| {_ms(r, 'portable')} | {r['portable_cost']:.2f} |"
         )
     return "\n".join(lines)
 
@@ -62,7 +66,7 @@ def plot(rows: Sequence[dict], path: str) -> None:
             "(or the tf_ops[plot] extra)"
         ) from e
     dtypes = sorted({r["dtype"] for r in rows})
-    passes = [p for p in ("forward", "grad", "fwd+bwd") if any(r["pass"] == p for r in rows)]
+    passes = [p for p in ("forward", "grad", "fwd+bwd", "second") if any(r["pass"] == p for r in rows)]
     fig, axes = plt.subplots(
         len(dtypes), len(passes), figsize=(4.5 * len(passes), 3.2 * len(dtypes)),
         squeeze=False, sharey=True,

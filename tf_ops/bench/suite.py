@@ -7,11 +7,15 @@ Candidates, all timed in the same interleaved rounds (timing.py):
   tf_ops_eager  the tf_ops op called eagerly
   tf_eager      TF's op called eagerly                            -> "eager"
   tf_ops_xla    the tf_ops op under jit_compile (its XLA lowering), when the
-                library has one
+                library has one                                   -> "jit vs XLA"
+  portable      the tf_ops function traced under tf_ops.portable() inside
+                tf.function: the TF built-in composite an exported model runs
+                                                                  -> "portable cost"
   copy          tf.raw_ops.DeepCopy of as many bytes as the pass reads and
                 writes, inside tf.function: the memory floor ("x floor")
 Passes: forward (y = f(x)), grad (the grad op alone), fwd+bwd (y and dy/dx
-through a tape, with the upstream gradient given).
+through a tape, with the upstream gradient given), second (y, dy/dx and d2y/dx2
+through nested tapes: the forward, grad and grad-grad ops).
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ from typing import Callable, Iterable
 
 import tensorflow as tf
 
-from tf_ops.bench.cases import CASES, Case, forward_backward
+import tf_ops
+
+from tf_ops.bench.cases import CASES, Case, forward_backward, second_order
 from tf_ops.bench.timing import Timing, time_interleaved
 
-PASSES = ("forward", "grad", "fwd+bwd")
+PASSES = ("forward", "grad", "fwd+bwd", "second")
 DTYPES = {"float32": tf.float32, "float16": tf.float16, "bfloat16": tf.bfloat16}
-# Elements each pass reads plus writes, in units of the tensor size: the copy
-# reference moves the same bytes (it reads and writes half of them each).
-_TRAFFIC = {"forward": 2, "grad": 3, "fwd+bwd": 5}
+# Elements each pass reads plus writes, in units of the tensor size, at the
+# least (second: x in; y, dy/dx, d2y/dx2 out): the copy reference moves the same
+# bytes (it reads and writes half of them each).
+_TRAFFIC = {"forward": 2, "grad": 3, "fwd+bwd": 5, "second": 4}
 
 
 @dataclasses.dataclass
@@ -63,11 +70,21 @@ def _tf_ops_jit(fn: Callable, args: tuple) -> Callable | None:
     return jitted
 
 
+def _portable(fn: Callable, args: tuple) -> Callable:
+    """fn in a tf.function traced under tf_ops.portable() (TF built-in ops only)."""
+    traced = tf.function(fn)
+    with tf_ops.portable():
+        traced.get_concrete_function(*args)
+    return traced
+
+
 def _candidates(case: Case, pass_: str, x, g, v, copy_src) -> dict[str, Callable[[], object]]:
     if pass_ == "forward":
         ours, theirs, args = case.ours, case.theirs, (x,)
     elif pass_ == "grad":
         ours, theirs, args = case.ours_grad, case.theirs_grad, (g, v)
+    elif pass_ == "second":
+        ours, theirs, args = second_order(case.ours), second_order(case.theirs), (x,)
     else:
         ours, theirs, args = forward_backward(case.ours), forward_backward(case.theirs), (x, g)
     candidates = {
@@ -77,6 +94,7 @@ def _candidates(case: Case, pass_: str, x, g, v, copy_src) -> dict[str, Callable
         "tf_ops_eager": _bind(ours, *args),
         "tf_eager": _bind(theirs, *args),
         "copy": _bind(tf.function(lambda t: tf.raw_ops.DeepCopy(x=t)), copy_src),
+        "portable": _bind(_portable(ours, args), *args),
     }
     jitted = _tf_ops_jit(ours, args)
     if jitted is not None:
@@ -101,6 +119,7 @@ def _row(case: Case, dtype: str, size_log2: int, pass_: str, t: dict[str, Timing
         "eager_vs_tf": ms["tf_eager"] / ms["tf_ops_eager"],
         "x_floor": ours / ms["copy"],
         "jit_vs_xla": ms["xla"] / ms["tf_ops_xla"] if "tf_ops_xla" in ms else None,
+        "portable_cost": ms["portable"] / ours,
     }
 
 

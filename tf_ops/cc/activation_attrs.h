@@ -67,6 +67,15 @@ absl::Status ReadAttrs(Ctx*, HardSwish*) {
   return absl::OkStatus();
 }
 
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx* ctx, Celu* op) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("alpha", &op->alpha));
+  TF_RETURN_IF_ERROR(RequireFinite(Celu::kName, "alpha", op->alpha));
+  if (op->alpha > 0.0f) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "TfOps>Celu: attribute 'alpha' must be > 0, got ", op->alpha));
+}
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_ACTIVATION_ATTRS_H_

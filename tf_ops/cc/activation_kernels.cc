@@ -1,6 +1,10 @@
-// Kernel registrations: every activation in activation_list.h, forward and
-// grad op, for half, bfloat16, float and double, on CPU and (when built with
-// CUDA) GPU. Nothing here is per-op: the list drives it.
+// Kernel registrations: every activation in activation_list.h, forward, grad
+// and grad-grad op, for half, bfloat16, float and double, on one device. Nothing
+// here is per-op or per-device: the list drives it, and this file is compiled
+// twice:
+//   TF_OPS_WITH_CUDA=0: CPU kernels, into _tf_ops.so (with the ops);
+//   TF_OPS_WITH_CUDA=1: GPU kernels, into _tf_ops_gpu.so, which the loader
+//                       loads only where the driver can run them.
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tf_ops/cc/activation_list.h"
@@ -19,7 +23,11 @@ using tensorflow::register_kernel::Name;
       ActivationOp<TAG, T, Act>);                                   \
   REGISTER_KERNEL_BUILDER(                                          \
       Name("TfOps>" #Act "Grad").Device(DEV).TypeConstraint<T>("T"), \
-      ActivationGradOp<TAG, T, Act>);
+      ActivationGradOp<TAG, T, Act>);                               \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>" #Act "GradGrad")            \
+                              .Device(DEV)                          \
+                              .TypeConstraint<T>("T"),              \
+                          ActivationGradGradOp<TAG, T, Act>);
 
 #define TF_OPS_REGISTER_ALL_DTYPES(DEV, TAG, Act)           \
   TF_OPS_REGISTER_KERNELS(DEV, TAG, Act, Eigen::half)       \
@@ -27,14 +35,13 @@ using tensorflow::register_kernel::Name;
   TF_OPS_REGISTER_KERNELS(DEV, TAG, Act, float)             \
   TF_OPS_REGISTER_KERNELS(DEV, TAG, Act, double)
 
-#define TF_OPS_REGISTER_CPU(Act) \
-  TF_OPS_REGISTER_ALL_DTYPES(DEVICE_CPU, CpuDevice, Act)
-TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_CPU)
-
 #if TF_OPS_WITH_CUDA
-#define TF_OPS_REGISTER_GPU(Act) \
+#define TF_OPS_REGISTER_DEVICE(Act) \
   TF_OPS_REGISTER_ALL_DTYPES(DEVICE_GPU, GpuDevice, Act)
-TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_GPU)
+#else
+#define TF_OPS_REGISTER_DEVICE(Act) \
+  TF_OPS_REGISTER_ALL_DTYPES(DEVICE_CPU, CpuDevice, Act)
 #endif
+TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_DEVICE)
 
 }  // namespace tf_ops

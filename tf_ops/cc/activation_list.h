@@ -12,6 +12,7 @@
   X(Gelu)                             \
   X(Swish)                            \
   X(Mish)                             \
-  X(HardSwish)
+  X(HardSwish)                        \
+  X(Celu)
 
 #endif  // TF_OPS_CC_ACTIVATION_LIST_H_

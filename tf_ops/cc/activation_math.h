@@ -1,82 +1,43 @@
-// The math of every activation, written once.
+// The math of every activation, stated once.
 //
 // This header is plain C++17 that nvcc also compiles: no TensorFlow, no Eigen.
-// The CPU engine (elementwise_cpu.h) and the CUDA engine (cu/elementwise_gpu.cu)
-// both run these functors, so the two devices cannot drift apart.
+// The CPU engine (elementwise_cpu.cc), the CUDA engine (cu/elementwise_gpu.cu)
+// and the XLA lowering (activation_xla.cc) all instantiate these functors, so
+// the kernels, the lowerings and every derivative order cannot drift apart.
 //
 // An activation is a small struct with:
 //   kName                 the op name without the "TfOps>" namespace;
-//   kCyclesPerElement     rough CPU cost, for the thread pool's cost model;
+//   kCyclesPerElement     rough CPU cost of the forward op, for the thread
+//                         pool's cost model;
+//   kGradTakesOutputs     what the grad op receives as v: the features x
+//                         (false) or the outputs y = f(x) (true, Elu);
 //   its attributes        as plain data members (float attrs are float32, as
 //                         TensorFlow stores them);
+// and three templates over the value type T:
 //   Forward(x)            f(x);
-//   Backward(g, v)        dx = g * f'(.), where v is what the grad op receives:
-//                         the features x for most ops, the outputs y for Elu
-//                         (kGradTakesOutputs says which).
-// T is the compute type: float for half, bfloat16 and float; double for double.
-// Values are computed in T and rounded to the storage type once, by the engine.
+//   Derivative(v)         f' expressed in v: f'(x), or for Elu f' as a
+//                         function of y;
+//   SecondDerivative(v)   d Derivative(v) / dv: f''(x), or for Elu the
+//                         derivative of the y-form in y.
+// The three ops every activation gets are composed from them at the end of
+// this file. They are written over the primitives of math_primitives.h only
+// (no `if` or `?:` on values: Select), so that T can be float or double on
+// the CPU and in CUDA code, or XlaValue (xla_value.h) in the XLA lowering.
+// Half and bfloat16 are computed in float and rounded once, by the engines.
 //
 // Conventions (branch at 0, NaN, infinities) follow TensorFlow's kernels; see
-// shared/activations-math.md and docs/adding-an-op.md.
+// shared/activations-math.md and docs/ops.md.
 
 #ifndef TF_OPS_CC_ACTIVATION_MATH_H_
 #define TF_OPS_CC_ACTIVATION_MATH_H_
 
-#include <math.h>
-
-#include "tf_ops/cc/fast_math.h"
-
-#if defined(__CUDACC__)
-#define TF_OPS_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define TF_OPS_HOST_DEVICE inline
-#endif
+#include "tf_ops/cc/math_primitives.h"
 
 namespace tf_ops {
 
-// The math functions the activations use, overloaded by precision.
-// float: on the GPU, CUDA's device functions; on the CPU, fast_math.h's
-// vectorisable versions (the C library's would keep every loop scalar).
-// double: the C library (host) and CUDA's double functions (device).
-#if defined(__CUDA_ARCH__)
-TF_OPS_HOST_DEVICE float Exp(float x) { return ::expf(x); }
-TF_OPS_HOST_DEVICE float Expm1(float x) { return ::expm1f(x); }
-TF_OPS_HOST_DEVICE float Erfc(float x) { return ::erfcf(x); }
-#else
-TF_OPS_HOST_DEVICE float Exp(float x) { return fast_math::ExpF(x); }
-TF_OPS_HOST_DEVICE float Expm1(float x) { return fast_math::Expm1F(x); }
-TF_OPS_HOST_DEVICE float Erfc(float x) { return fast_math::ErfcF(x); }
-#endif
-TF_OPS_HOST_DEVICE double Exp(double x) { return ::exp(x); }
-TF_OPS_HOST_DEVICE double Expm1(double x) { return ::expm1(x); }
-TF_OPS_HOST_DEVICE double Erfc(double x) { return ::erfc(x); }
-
-// x * w, except that an infinite x times a zero w gives a (signed) zero where
-// IEEE gives NaN. The activations below are products like x * Phi(x) whose
-// limit at x = -inf is 0; this makes them reach it. NaN still propagates.
-// Only selects and compares, so that loops calling it vectorise.
-template <typename T>
-TF_OPS_HOST_DEVICE T SafeMul(T x, T w) {
-  const T product = x * w;
-  const T big = static_cast<T>(1e30);
-  const T finite_x = x > big ? big : (x < -big ? -big : x);  // NaN stays NaN
-  return product != product ? finite_x * w : product;
-}
-
-// The logistic function and its complement, both accurate in the tails:
-// s = 1 / (1 + e^-z) and sm = 1 - s = e^-z * s, with one exponential.
-template <typename T>
-struct Logistic {
-  T s, sm;
-  TF_OPS_HOST_DEVICE explicit Logistic(T z) {
-    const T e = Exp(-z);
-    s = T(1) / (T(1) + e);
-    sm = s > T(0.5) ? e * s : T(1) - s;
-  }
-};
-
 // LeakyRelu: f(x) = x if x > 0 else alpha * x.
 // A select, not max(x, alpha * x): the two differ for alpha > 1 or alpha < 0.
+// f' is piecewise constant: f'' = 0 (as TensorFlow's LeakyReluGrad gradient).
 struct LeakyRelu {
   static constexpr const char* kName = "LeakyRelu";
   static constexpr int kCyclesPerElement = 2;
@@ -85,19 +46,23 @@ struct LeakyRelu {
 
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    return x > T(0) ? x : SafeMul(x, static_cast<T>(alpha));
+    return Select(x > T(0), x, SafeMul(x, T(alpha)));
   }
   template <typename T>
-  TF_OPS_HOST_DEVICE T Backward(T g, T x) const {
-    return x > T(0) ? g : static_cast<T>(alpha) * g;
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    return Select(x > T(0), T(1), T(alpha));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T) const {
+    return T(0);
   }
 };
 
 // Elu: f(x) = x if x > 0 else alpha * (e^x - 1).
 // The grad op takes the outputs y (as TensorFlow's EluGrad and CANN's do):
-// f'(x) = 1 where y > 0, else y + alpha. This is only well defined when
-// alpha >= 0 (for alpha < 0 a positive y could come from either branch), so
-// the attribute check rejects negative alpha.
+// f' = 1 where y > 0, else y + alpha, whose derivative in y is 0 or 1. This is
+// only well defined when alpha >= 0 (for alpha < 0 a positive y could come
+// from either branch), so the attribute check rejects negative alpha.
 struct Elu {
   static constexpr const char* kName = "Elu";
   static constexpr int kCyclesPerElement = 20;
@@ -106,18 +71,22 @@ struct Elu {
 
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    return x > T(0) ? x : static_cast<T>(alpha) * Expm1(x);
+    return Select(x > T(0), x, T(alpha) * Expm1(x));
   }
   template <typename T>
-  TF_OPS_HOST_DEVICE T Backward(T g, T y) const {
-    return y > T(0) ? g : g * (y + static_cast<T>(alpha));
+  TF_OPS_HOST_DEVICE T Derivative(T y) const {
+    return Select(y > T(0), T(1), y + T(alpha));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T y) const {
+    return Select(y > T(0), T(0), T(1));
   }
 };
 
 // Gelu: f(x) = x * Phi(x), Phi the standard normal CDF (exact form), or the
 // tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as tf.nn.gelu.
-// The tanh form is evaluated as x * sigmoid(2u), which is the same function
-// but keeps its accuracy for negative x where 1 + tanh(u) cancels.
+// The tanh form is evaluated as x * sigmoid(z), z = 2u, which is the same
+// function but keeps its accuracy for negative x where 1 + tanh(u) cancels.
 // GeluFormula holds each form with the choice fixed at compile time; Gelu
 // picks one per call, and Specialize() lets the CPU engine pick once per loop
 // (a loop with both formulas in it does not vectorise).
@@ -130,34 +99,55 @@ struct GeluFormula {
 
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    if (kApproximate) return SafeMul(x, Logistic<T>(TwoU(x)).s);
-    return SafeMul(x, Phi(x));
+    if constexpr (kApproximate) {
+      return SafeMul(x, Logistic(Z(x)).s);
+    } else {
+      return SafeMul(x, Phi(x));
+    }
   }
   template <typename T>
-  TF_OPS_HOST_DEVICE T Backward(T g, T x) const {
-    if (kApproximate) {
-      // f' = s + x s (1 - s) (2u)'.
-      const Logistic<T> l(TwoU(x));
-      const T two_u_prime =
-          static_cast<T>(2 * kSqrt2OverPi) *
-          (T(1) + static_cast<T>(3 * kTanhCoeff) * x * x);
-      return g * (l.s + SafeMul(x * two_u_prime, l.s * l.sm));
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    if constexpr (kApproximate) {
+      // f' = s + x z' s (1 - s), s = sigmoid(z).
+      const LogisticPair<T> l = Logistic(Z(x));
+      return l.s + SafeMul(x * DZ(x), l.s * l.sm);
+    } else {
+      return Phi(x) + SafeMul(x, Pdf(x));  // f' = Phi(x) + x phi(x)
     }
-    // f' = Phi(x) + x phi(x).
-    const T phi = static_cast<T>(kInvSqrt2Pi) * Exp(T(-0.5) * x * x);
-    return g * (Phi(x) + SafeMul(x, phi));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    if constexpr (kApproximate) {
+      // f'' = s (1-s) (2 z' + x (1 - 2s) z'^2 + x z''), as two products with
+      // s (1-s), which is 0 in both tails where the polynomials are infinite.
+      const LogisticPair<T> l = Logistic(Z(x));
+      const T dz = DZ(x), ss = l.s * l.sm;
+      const T d2z = T(12 * kSqrt2OverPi * kTanhCoeff) * x;
+      return SafeMul(dz * (T(2) + x * (l.sm - l.s) * dz), ss) +
+             SafeMul(x * d2z, ss);
+    } else {
+      return SafeMul(T(2) - x * x, Pdf(x));  // f'' = phi(x) (2 - x^2)
+    }
   }
 
   // Phi(x) = erfc(-x / sqrt(2)) / 2: accurate for negative x, unlike erf.
   template <typename T>
   TF_OPS_HOST_DEVICE static T Phi(T x) {
-    return T(0.5) * Erfc(-static_cast<T>(kInvSqrt2) * x);
+    return T(0.5) * Erfc(-T(kInvSqrt2) * x);
   }
-  // 2u = 2 sqrt(2/pi) (x + 0.044715 x^3).
+  // phi(x) = e^(-x^2/2) / sqrt(2 pi).
   template <typename T>
-  TF_OPS_HOST_DEVICE static T TwoU(T x) {
-    return static_cast<T>(2 * kSqrt2OverPi) *
-           (x + static_cast<T>(kTanhCoeff) * x * x * x);
+  TF_OPS_HOST_DEVICE static T Pdf(T x) {
+    return T(kInvSqrt2Pi) * Exp(T(-0.5) * x * x);
+  }
+  // z = 2u = 2 sqrt(2/pi) (x + 0.044715 x^3), and its derivative z'.
+  template <typename T>
+  TF_OPS_HOST_DEVICE static T Z(T x) {
+    return T(2 * kSqrt2OverPi) * (x + T(kTanhCoeff) * x * x * x);
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE static T DZ(T x) {
+    return T(2 * kSqrt2OverPi) * (T(1) + T(3 * kTanhCoeff) * x * x);
   }
 };
 
@@ -173,9 +163,14 @@ struct Gelu {
                        : GeluFormula<false>().Forward(x);
   }
   template <typename T>
-  TF_OPS_HOST_DEVICE T Backward(T g, T x) const {
-    return approximate ? GeluFormula<true>().Backward(g, x)
-                       : GeluFormula<false>().Backward(g, x);
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    return approximate ? GeluFormula<true>().Derivative(x)
+                       : GeluFormula<false>().Derivative(x);
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    return approximate ? GeluFormula<true>().SecondDerivative(x)
+                       : GeluFormula<false>().SecondDerivative(x);
   }
   // Calls fn with the formula this op computes, as a compile-time choice.
   template <typename Fn>
@@ -188,7 +183,8 @@ struct Gelu {
   }
 };
 
-// Swish: f(x) = x * sigmoid(beta x); beta = 1 is SiLU (tf.nn.silu).
+// Swish: f(x) = x * s, s = sigmoid(z), z = beta x; beta = 1 is SiLU.
+// f' = s (1 + z (1 - s)); f'' = beta s (1 - s) (2 + z (1 - 2s)).
 struct Swish {
   static constexpr const char* kName = "Swish";
   static constexpr int kCyclesPerElement = 20;
@@ -197,52 +193,75 @@ struct Swish {
 
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    return SafeMul(x, Logistic<T>(SafeMul(x, static_cast<T>(beta))).s);
+    return SafeMul(x, Logistic(SafeMul(x, T(beta))).s);
   }
   template <typename T>
-  TF_OPS_HOST_DEVICE T Backward(T g, T x) const {
-    // f' = s (1 + z (1 - s)), z = beta x.
-    const T z = SafeMul(x, static_cast<T>(beta));
-    const Logistic<T> l(z);
-    return g * (l.s + SafeMul(z, l.s * l.sm));
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    const T z = SafeMul(x, T(beta));
+    const LogisticPair<T> l = Logistic(z);
+    return l.s + SafeMul(z, l.s * l.sm);
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    const T z = SafeMul(x, T(beta));
+    const LogisticPair<T> l = Logistic(z);
+    return T(beta) * SafeMul(T(2) + z * (l.sm - l.s), l.s * l.sm);
   }
 };
 
-// Mish: f(x) = x * tanh(softplus(x)). With n = e^x,
-// tanh(log(1 + n)) = n (n + 2) / (n (n + 2) + 2): one exponential, no
-// overflow below the cut-off, beyond which tanh(softplus(x)) is 1 to working
-// precision (1 - t < 2 e^-2x, under 1e-17 at x = 20).
+// Mish: f(x) = x * t, t = tanh(softplus(x)). With n = e^x,
+// t = n (n + 2) / (n (n + 2) + 2): one exponential, no overflow below the
+// cut-off, beyond which t is 1 to working precision (1 - t < 2 e^-2x, under
+// 1e-17 at x = 20). f' = t + x (1 - t^2) s, s = sigmoid(x), with
+// 1 - t^2 = 4 (num + 1) / d^2.
 struct Mish {
   static constexpr const char* kName = "Mish";
   static constexpr int kCyclesPerElement = 25;
   static constexpr bool kGradTakesOutputs = false;
+  static constexpr double kCutoff = 20.0;
 
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    if (x > T(kCutoff)) return x;
     const T n = Exp(x);
     const T num = n * (n + T(2));
-    return SafeMul(x, num / (num + T(2)));
+    return Select(x > T(kCutoff), x, SafeMul(x, num / (num + T(2))));
   }
   template <typename T>
-  TF_OPS_HOST_DEVICE T Backward(T g, T x) const {
-    if (x > T(kCutoff)) return g;
-    // f' = t + x (1 - t^2) sigmoid(x), with 1 - t^2 = 4 (num + 1) / d^2.
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
     const T n = Exp(x);
     const T num = n * (n + T(2));
     const T d = num + T(2);
     const T one_minus_t2 = T(4) * (num + T(1)) / (d * d);
     const T sigmoid = n / (T(1) + n);
-    return g * (num / d + SafeMul(x, one_minus_t2 * sigmoid));
+    return Select(x > T(kCutoff), T(1),
+                  num / d + SafeMul(x, one_minus_t2 * sigmoid));
   }
-
-  static constexpr double kCutoff = 20.0;
+  // f'' = 2 D + x D (1 - s - 2 t s), D = (1 - t^2) s. No cut-off: f'' is
+  // about -8 x e^-2x for large x (-6.3e-6 at x = 8), so it is computed from
+  // e = e^-|x| in a form without cancellation on either side of 0: with
+  // k = 1 + e, w = e (x > 0) or 1, v = 1 (x > 0) or e, q = k^2 + w^2,
+  //   t = v (v + 2w) / q,  s = v / k,  1 - s = w / k,  1 - t^2 = (a k)^2,
+  //   a = 2 w / q,  and  f'' = (a v) a (2k + x (w - 2 v^2 (v + 2w) / q)).
+  // a v and a are each about 2 e^-x for large x, so f'' underflows only
+  // where it is below the smallest float, not where e^-2x is.
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    const T e = Exp(-Abs(x));
+    const T k = T(1) + e;
+    const T w = Select(x > T(0), e, T(1));
+    const T v = Select(x > T(0), T(1), e);
+    const T inv_q = T(1) / (k * k + w * w);
+    const T a = T(2) * w * inv_q;
+    const T bracket = T(2) * k + x * (w - T(2) * v * v * (v + T(2) * w) * inv_q);
+    return SafeMul(SafeMul(bracket, a), a * v);  // 0 at +-inf
+  }
 };
 
 // HardSwish (MobileNetV3): f(x) = x * relu6(x + 3) / 6, as
 // keras.activations.hard_swish. f'(x) = 0 for x <= -3, (2x + 3) / 6 inside,
 // 1 for x >= 3: at the two kinks the derivative TF's autodiff gives for the
-// composite (Relu6Grad passes the gradient only strictly inside (0, 6)).
+// composite (Relu6Grad passes the gradient only strictly inside (0, 6));
+// f'' = 1/3 strictly inside, else 0.
 struct HardSwish {
   static constexpr const char* kName = "HardSwish";
   static constexpr int kCyclesPerElement = 4;
@@ -251,18 +270,75 @@ struct HardSwish {
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
     T r = x + T(3);
-    r = r > T(0) ? r : T(0);  // relu6; NaN becomes 0 here but x carries it
-    r = r < T(6) ? r : T(6);
-    return SafeMul(x, r * static_cast<T>(1.0 / 6.0));
+    r = Select(r > T(0), r, T(0));  // relu6; NaN becomes 0 here, x carries it
+    r = Select(r < T(6), r, T(6));
+    return SafeMul(x, r * T(1.0 / 6.0));
   }
   template <typename T>
-  TF_OPS_HOST_DEVICE T Backward(T g, T x) const {
-    const T inside = (T(2) * x + T(3)) * static_cast<T>(1.0 / 6.0);
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    const T inside = (T(2) * x + T(3)) * T(1.0 / 6.0);
     // NaN fails both tests and takes `inside`, which is NaN.
-    const T slope = x <= T(-3) ? T(0) : (x >= T(3) ? T(1) : inside);
-    return g * slope;
+    return Select(x <= T(-3), T(0), Select(x >= T(3), T(1), inside));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    return Select(And(x > T(-3), x < T(3)), T(1.0 / 3.0), T(0));
   }
 };
+
+// Celu (Barron 2017, "continuously differentiable ELU"): f(x) = x if x > 0
+// else alpha * (e^(x / alpha) - 1). Unlike Elu with alpha != 1 its derivative
+// is continuous at 0: f' = 1 for x > 0, else e^(x / alpha); f'' = 0 for x > 0,
+// else e^(x / alpha) / alpha. alpha must be > 0.
+struct Celu {
+  static constexpr const char* kName = "Celu";
+  static constexpr int kCyclesPerElement = 20;
+  static constexpr bool kGradTakesOutputs = false;
+  float alpha = 1.0f;
+
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Forward(T x) const {
+    return Select(x > T(0), x, T(alpha) * Expm1(x / T(alpha)));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    return Select(x > T(0), T(1), Exp(x / T(alpha)));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    return Select(x > T(0), T(0), Exp(x / T(alpha)) / T(alpha));
+  }
+};
+
+// ------------------------------------------------------ the three ops ----
+// What each op computes, element by element, from the functor: the CPU and
+// CUDA engines and the XLA lowering all call these.
+
+// TfOps>{Act}: y = f(x).
+template <typename Op, typename T>
+TF_OPS_HOST_DEVICE T ForwardOf(const Op& op, T x) {
+  return op.Forward(x);
+}
+
+// TfOps>{Act}Grad: backprops = gradients * f'(v).
+template <typename Op, typename T>
+TF_OPS_HOST_DEVICE T GradOf(const Op& op, T g, T v) {
+  return g * op.Derivative(v);
+}
+
+// TfOps>{Act}GradGrad, the gradient of the grad op G(g, v) = g f'(v) for the
+// upstream gradient u: d_gradients = u f'(v), d_v = u g f''(v) (IEEE
+// products: an infinite or NaN u or g gives NaN even where f'' is 0, as the
+// grad op does where f' is 0).
+template <typename T>
+struct GradGradValues {
+  T d_gradients;
+  T d_v;
+};
+template <typename Op, typename T>
+TF_OPS_HOST_DEVICE GradGradValues<T> GradGradOf(const Op& op, T u, T g, T v) {
+  return {u * op.Derivative(v), u * g * op.SecondDerivative(v)};
+}
 
 }  // namespace tf_ops
 

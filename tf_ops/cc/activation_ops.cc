@@ -1,121 +1,137 @@
-// The op registry: every op tf_ops adds to TensorFlow, with its inputs,
-// attributes and shape function. Names carry the "TfOps>" namespace so they
-// never clash with TensorFlow's own LeakyRelu, Elu, EluGrad, ...
+// The op registry: the three ops every activation in activation_list.h adds
+// to TensorFlow, with their inputs, attributes and shape functions. Names
+// carry the "TfOps>" namespace so they never clash with TensorFlow's own
+// LeakyRelu, Elu, EluGrad, ...
 //
-// Kernels for these ops are in activation_kernels.cc; Python gradients in
-// tf_ops/python/gradients.py.
+// For an activation Act with grad input v (features, or outputs for Elu):
+//   TfOps>Act          features: T                  -> activations: T
+//   TfOps>ActGrad      gradients: T, v: T           -> backprops: T
+//   TfOps>ActGradGrad  upstream: T, gradients: T, v: T
+//                                                   -> d_gradients: T, d_v: T
+// all with Act's attributes and T in {half, bfloat16, float, double}. What
+// differs between activations is below, one OpDefsOf() per activation; the
+// rest is generated from the list.
+//
+// Kernels for these ops are in activation_kernels.cc (and the XLA lowerings
+// in activation_xla.cc); Python gradients in tf_ops/python/gradients.py.
+
+#include <vector>
+#include <string>
 
 #include "tensorflow/core/framework/op.h"
+#include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_shape_fns.h"
 
 namespace tf_ops {
+namespace {
 
-// The dtypes every activation supports, on CPU and GPU. Half and bfloat16 are
-// computed in float and rounded once.
-#define TF_OPS_ACTIVATION_DTYPES "T: {half, bfloat16, float, double} = DT_FLOAT"
+// What an activation's ops declare beyond the shared shape: its attributes
+// (REGISTER_OP syntax, with defaults; checked by ReadAttrs in
+// activation_attrs.h) and what the forward and grad ops compute.
+struct ActivationOpDefs {
+  std::vector<const char*> attrs;
+  const char* forward_doc;
+  const char* grad_doc;
+};
 
-REGISTER_OP("TfOps>LeakyRelu")
-    .Input("features: T")
-    .Output("activations: T")
-    .Attr("alpha: float = 0.2")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationShape<LeakyRelu>)
-    .Doc("activations = features if features > 0 else alpha * features.");
+ActivationOpDefs OpDefsOf(LeakyRelu) {
+  return {{"alpha: float = 0.2"},
+          "activations = features if features > 0 else alpha * features.",
+          "backprops = gradients if features > 0 else alpha * gradients."};
+}
 
-REGISTER_OP("TfOps>LeakyReluGrad")
-    .Input("gradients: T")
-    .Input("features: T")
-    .Output("backprops: T")
-    .Attr("alpha: float = 0.2")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationGradShape<LeakyRelu>)
-    .Doc("backprops = gradients if features > 0 else alpha * gradients.");
+ActivationOpDefs OpDefsOf(Elu) {
+  return {{"alpha: float = 1.0"},
+          "activations = features if features > 0 else alpha * "
+          "(exp(features) - 1). alpha must be finite and >= 0.",
+          "backprops = gradients if outputs > 0 else gradients * (outputs + "
+          "alpha), from the outputs of TfOps>Elu (alpha = 1 is CANN's "
+          "EluGrad)."};
+}
 
-REGISTER_OP("TfOps>Elu")
-    .Input("features: T")
-    .Output("activations: T")
-    .Attr("alpha: float = 1.0")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationShape<Elu>)
-    .Doc("activations = features if features > 0 else alpha * (exp(features) - 1). "
-         "alpha must be finite and >= 0.");
+ActivationOpDefs OpDefsOf(Gelu) {
+  return {{"approximate: bool = false"},
+          "activations = features * Phi(features) (exact), or the tanh form "
+          "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) when approximate.",
+          "backprops = gradients * gelu'(features)."};
+}
 
-REGISTER_OP("TfOps>EluGrad")
-    .Input("gradients: T")
-    .Input("outputs: T")
-    .Output("backprops: T")
-    .Attr("alpha: float = 1.0")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationGradShape<Elu>)
-    .Doc("backprops = gradients if outputs > 0 else gradients * (outputs + alpha), "
-         "from the outputs of TfOps>Elu (alpha = 1 is CANN's EluGrad).");
+ActivationOpDefs OpDefsOf(Swish) {
+  return {{"beta: float = 1.0"},
+          "activations = features * sigmoid(beta * features); beta = 1 is "
+          "SiLU.",
+          "backprops = gradients * swish'(features)."};
+}
 
-REGISTER_OP("TfOps>Gelu")
-    .Input("features: T")
-    .Output("activations: T")
-    .Attr("approximate: bool = false")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationShape<Gelu>)
-    .Doc("activations = features * Phi(features) (exact), or the tanh form "
-         "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) when approximate.");
+ActivationOpDefs OpDefsOf(Mish) {
+  return {{},
+          "activations = features * tanh(softplus(features)).",
+          "backprops = gradients * mish'(features)."};
+}
 
-REGISTER_OP("TfOps>GeluGrad")
-    .Input("gradients: T")
-    .Input("features: T")
-    .Output("backprops: T")
-    .Attr("approximate: bool = false")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationGradShape<Gelu>)
-    .Doc("backprops = gradients * gelu'(features).");
+ActivationOpDefs OpDefsOf(HardSwish) {
+  return {{},
+          "activations = features * relu6(features + 3) / 6 (MobileNetV3).",
+          "backprops = gradients * hard_swish'(features): 0 for features <= "
+          "-3, (2 features + 3) / 6 inside, 1 for features >= 3."};
+}
 
-REGISTER_OP("TfOps>Swish")
-    .Input("features: T")
-    .Output("activations: T")
-    .Attr("beta: float = 1.0")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationShape<Swish>)
-    .Doc("activations = features * sigmoid(beta * features); beta = 1 is SiLU.");
+ActivationOpDefs OpDefsOf(Celu) {
+  return {{"alpha: float = 1.0"},
+          "activations = features if features > 0 else alpha * "
+          "(exp(features / alpha) - 1). alpha must be finite and > 0.",
+          "backprops = gradients if features > 0 else gradients * "
+          "exp(features / alpha)."};
+}
 
-REGISTER_OP("TfOps>SwishGrad")
-    .Input("gradients: T")
-    .Input("features: T")
-    .Output("backprops: T")
-    .Attr("beta: float = 1.0")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationGradShape<Swish>)
-    .Doc("backprops = gradients * swish'(features).");
+// The dtypes every activation supports, on every device. Half and bfloat16
+// are computed in float and rounded once.
+constexpr char kDtypes[] = "T: {half, bfloat16, float, double} = DT_FLOAT";
 
-REGISTER_OP("TfOps>Mish")
-    .Input("features: T")
-    .Output("activations: T")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationShape<Mish>)
-    .Doc("activations = features * tanh(softplus(features)).");
+// Registers Act's three ops; returns true (for a static initializer).
+template <typename Act>
+bool RegisterActivationOps() {
+  using tensorflow::register_op::OpDefBuilderWrapper;
+  const ActivationOpDefs defs = OpDefsOf(Act{});
+  const std::string name = std::string("TfOps>") + Act::kName;
+  const std::string v = Act::kGradTakesOutputs ? "outputs" : "features";
+  auto add_attrs = [&](OpDefBuilderWrapper& op) {
+    for (const char* attr : defs.attrs) op.Attr(attr);
+    op.Attr(kDtypes);
+  };
 
-REGISTER_OP("TfOps>MishGrad")
-    .Input("gradients: T")
-    .Input("features: T")
-    .Output("backprops: T")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationGradShape<Mish>)
-    .Doc("backprops = gradients * mish'(features).");
+  OpDefBuilderWrapper forward(name.c_str());
+  forward.Input("features: T").Output("activations: T");
+  add_attrs(forward);
+  forward.SetShapeFn(ActivationShape<Act>).Doc(defs.forward_doc);
+  forward();  // hands the definition to TensorFlow's op registry
 
-REGISTER_OP("TfOps>HardSwish")
-    .Input("features: T")
-    .Output("activations: T")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationShape<HardSwish>)
-    .Doc("activations = features * relu6(features + 3) / 6 (MobileNetV3).");
+  OpDefBuilderWrapper grad((name + "Grad").c_str());
+  grad.Input("gradients: T").Input(v + ": T").Output("backprops: T");
+  add_attrs(grad);
+  grad.SetShapeFn(ActivationGradShape<Act>).Doc(defs.grad_doc);
+  grad();
 
-REGISTER_OP("TfOps>HardSwishGrad")
-    .Input("gradients: T")
-    .Input("features: T")
-    .Output("backprops: T")
-    .Attr(TF_OPS_ACTIVATION_DTYPES)
-    .SetShapeFn(ActivationGradShape<HardSwish>)
-    .Doc("backprops = gradients * hard_swish'(features): 0 for features <= -3, "
-         "(2 features + 3) / 6 inside, 1 for features >= 3.");
+  OpDefBuilderWrapper grad_grad((name + "GradGrad").c_str());
+  grad_grad.Input("upstream: T")
+      .Input("gradients: T")
+      .Input(v + ": T")
+      .Output("d_gradients: T")
+      .Output("d_" + v + ": T");
+  add_attrs(grad_grad);
+  grad_grad.SetShapeFn(ActivationGradGradShape<Act>)
+      .Doc("The gradient of TfOps>" + std::string(Act::kName) +
+           "Grad(gradients, " + v + ") for its upstream gradient: "
+           "d_gradients = upstream * f'(" + v + "), d_" + v +
+           " = upstream * gradients * f''(" + v + "), in one pass.");
+  grad_grad();
+  return true;
+}
 
-#undef TF_OPS_ACTIVATION_DTYPES
+#define TF_OPS_REGISTER_OPS(Act) \
+  const bool k##Act##OpsRegistered = RegisterActivationOps<Act>();
+TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_OPS)
+#undef TF_OPS_REGISTER_OPS
 
+}  // namespace
 }  // namespace tf_ops

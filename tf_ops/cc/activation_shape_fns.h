@@ -39,6 +39,29 @@ absl::Status ActivationGradShape(
   return absl::OkStatus();
 }
 
+// Grad-grad op: the three inputs must agree; both outputs have their merged
+// shape.
+template <typename Op>
+absl::Status ActivationGradGradShape(
+    tensorflow::shape_inference::InferenceContext* c) {
+  Op op;
+  TF_RETURN_IF_ERROR(ReadAttrs(c, &op));
+  tensorflow::shape_inference::ShapeHandle merged = c->input(0);
+  for (int i : {1, 2}) {
+    if (!c->Merge(merged, c->input(i), &merged).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TfOps>", Op::kName, "GradGrad: upstream, gradients and ",
+          Op::kGradTakesOutputs ? "outputs" : "features",
+          " must have the same shape, got ", c->DebugString(c->input(0)),
+          ", ", c->DebugString(c->input(1)), " and ",
+          c->DebugString(c->input(2))));
+    }
+  }
+  c->set_output(0, merged);
+  c->set_output(1, merged);
+  return absl::OkStatus();
+}
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_ACTIVATION_SHAPE_FNS_H_

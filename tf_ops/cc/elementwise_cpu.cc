@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -48,14 +49,20 @@ struct BFloat16Storage {
   static uint16_t Store(float v) { return narrow_float::FloatToBFloat16(v); }
 };
 
+// The loops. Outputs may be the same buffers as inputs (TF forwards an input
+// buffer as an output when it can), but only element for element: no loop has
+// a dependence between iterations, which `ivdep` tells GCC, so that it
+// vectorises without run-time overlap checks (with two outputs those checks
+// fail for in-place buffers and the loop would run scalar).
 template <typename Op, typename S>
 void ForwardLoop(Op op, const void* x_raw, void* y_raw, int64_t begin,
                  int64_t end) {
   using Stored = typename S::Stored;
   const Stored* x = static_cast<const Stored*>(x_raw);
   Stored* y = static_cast<Stored*>(y_raw);
+#pragma GCC ivdep
   for (int64_t i = begin; i < end; ++i) {
-    y[i] = S::Store(op.Forward(S::Load(x[i])));
+    y[i] = S::Store(ForwardOf(op, S::Load(x[i])));
   }
 }
 
@@ -66,8 +73,29 @@ void BackwardLoop(Op op, const void* g_raw, const void* v_raw, void* dx_raw,
   const Stored* g = static_cast<const Stored*>(g_raw);
   const Stored* v = static_cast<const Stored*>(v_raw);
   Stored* dx = static_cast<Stored*>(dx_raw);
+#pragma GCC ivdep
   for (int64_t i = begin; i < end; ++i) {
-    dx[i] = S::Store(op.Backward(S::Load(g[i]), S::Load(v[i])));
+    dx[i] = S::Store(GradOf(op, S::Load(g[i]), S::Load(v[i])));
+  }
+}
+
+// Both outputs of the grad-grad op, or (kDvOnly) d_v alone; d_g alone is
+// BackwardLoop with u for g.
+template <typename Op, typename S, bool kDvOnly>
+void GradGradLoop(Op op, const void* u_raw, const void* g_raw,
+                  const void* v_raw, void* d_g_raw, void* d_v_raw,
+                  int64_t begin, int64_t end) {
+  using Stored = typename S::Stored;
+  const Stored* u = static_cast<const Stored*>(u_raw);
+  const Stored* g = static_cast<const Stored*>(g_raw);
+  const Stored* v = static_cast<const Stored*>(v_raw);
+  Stored* d_g = static_cast<Stored*>(d_g_raw);
+  Stored* d_v = static_cast<Stored*>(d_v_raw);
+#pragma GCC ivdep
+  for (int64_t i = begin; i < end; ++i) {
+    const auto r = GradGradOf(op, S::Load(u[i]), S::Load(g[i]), S::Load(v[i]));
+    if constexpr (!kDvOnly) d_g[i] = S::Store(r.d_gradients);
+    d_v[i] = S::Store(r.d_v);
   }
 }
 
@@ -130,6 +158,30 @@ void BackwardHalfF16c(Op op, const void* g_raw, const void* v_raw,
     HalfToFloatF16c(v + i, vbuf, m);
     BackwardLoop<Op, FloatStorage>(op, gbuf, vbuf, gbuf, 0, m);
     FloatToHalfF16c(gbuf, dx + i, m);
+  }
+}
+
+template <typename Op, bool kDvOnly>
+void GradGradHalfF16c(Op op, const void* u_raw, const void* g_raw,
+                      const void* v_raw, void* d_g_raw, void* d_v_raw,
+                      int64_t begin, int64_t end) {
+  const uint16_t* u = static_cast<const uint16_t*>(u_raw);
+  const uint16_t* g = static_cast<const uint16_t*>(g_raw);
+  const uint16_t* v = static_cast<const uint16_t*>(v_raw);
+  uint16_t* d_g = static_cast<uint16_t*>(d_g_raw);
+  uint16_t* d_v = static_cast<uint16_t*>(d_v_raw);
+  alignas(64) float ubuf[kHalfBlock];
+  alignas(64) float gbuf[kHalfBlock];
+  alignas(64) float vbuf[kHalfBlock];
+  for (int64_t i = begin; i < end; i += kHalfBlock) {
+    const int64_t m = std::min(kHalfBlock, end - i);
+    HalfToFloatF16c(u + i, ubuf, m);
+    HalfToFloatF16c(g + i, gbuf, m);
+    HalfToFloatF16c(v + i, vbuf, m);
+    GradGradLoop<Op, FloatStorage, kDvOnly>(op, ubuf, gbuf, vbuf, ubuf, gbuf,
+                                            0, m);
+    if constexpr (!kDvOnly) FloatToHalfF16c(ubuf, d_g + i, m);
+    FloatToHalfF16c(gbuf, d_v + i, m);
   }
 }
 #endif  // __x86_64__
@@ -205,7 +257,42 @@ void Backward(const Op& op, Dtype dtype, const void* g, const void* v,
       0);
 }
 
-// One copy of Forward/Backward per instruction set. `flatten` inlines all
+template <bool kF16c, typename Op>
+void GradGrad(const Op& op, Dtype dtype, const void* u, const void* g,
+              const void* v, void* d_g, void* d_v, int64_t begin,
+              int64_t end) {
+  if (d_v == nullptr) {  // d_g = u f'(v) alone: the grad op's loop
+    if (d_g != nullptr) Backward<kF16c>(op, dtype, u, v, d_g, begin, end);
+    return;
+  }
+  WithFixedFormula(
+      op,
+      [&](auto fixed) {
+        auto run = [&](auto dv_only) {
+          constexpr bool kDvOnly = decltype(dv_only)::value;
+#if defined(__x86_64__)
+          if constexpr (kF16c) {
+            if (dtype == Dtype::kHalf) {
+              return GradGradHalfF16c<decltype(fixed), kDvOnly>(
+                  fixed, u, g, v, d_g, d_v, begin, end);
+            }
+          }
+#endif
+          WithStorage(dtype, [&](auto storage) {
+            GradGradLoop<decltype(fixed), decltype(storage), kDvOnly>(
+                fixed, u, g, v, d_g, d_v, begin, end);
+          });
+        };
+        if (d_g == nullptr) {
+          run(std::true_type());
+        } else {
+          run(std::false_type());
+        }
+      },
+      0);
+}
+
+// One copy of Forward/Backward/GradGrad per instruction set. `flatten` inlines all
 // they call, so the loops are compiled for the variant's target.
 #define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                              \
   template <typename Op>                                                      \
@@ -219,6 +306,12 @@ void Backward(const Op& op, Dtype dtype, const void* g, const void* v,
       const Op& op, Dtype dtype, const void* g, const void* v, void* dx,      \
       int64_t begin, int64_t end) {                                           \
     Backward<F16C>(op, dtype, g, v, dx, begin, end);                          \
+  }                                                                           \
+  template <typename Op>                                                      \
+  TARGET __attribute__((flatten, noinline)) void GradGrad##Suffix(            \
+      const Op& op, Dtype dtype, const void* u, const void* g, const void* v, \
+      void* d_g, void* d_v, int64_t begin, int64_t end) {                     \
+    GradGrad<F16C>(op, dtype, u, g, v, d_g, d_v, begin, end);                 \
   }
 
 TF_OPS_ISA_VARIANT(Baseline, , false)
@@ -234,6 +327,8 @@ TF_OPS_ISA_VARIANT(Avx512,
 #define BackwardAvx2 BackwardBaseline
 #define ForwardAvx512 ForwardBaseline
 #define BackwardAvx512 BackwardBaseline
+#define GradGradAvx2 GradGradBaseline
+#define GradGradAvx512 GradGradBaseline
 #endif
 #undef TF_OPS_ISA_VARIANT
 
@@ -265,11 +360,28 @@ void CpuBackward(const Op& op, Dtype dtype, const void* g, const void* v,
   }
 }
 
+template <typename Op>
+void CpuGradGrad(const Op& op, Dtype dtype, const void* u, const void* g,
+                 const void* v, void* d_g, void* d_v, int64_t begin,
+                 int64_t end) {
+  switch (ActiveCpuIsa()) {
+    case CpuIsa::kAvx512:
+      return GradGradAvx512(op, dtype, u, g, v, d_g, d_v, begin, end);
+    case CpuIsa::kAvx2:
+      return GradGradAvx2(op, dtype, u, g, v, d_g, d_v, begin, end);
+    case CpuIsa::kBaseline:
+      return GradGradBaseline(op, dtype, u, g, v, d_g, d_v, begin, end);
+  }
+}
+
 #define TF_OPS_INSTANTIATE_CPU(Name)                                          \
   template void CpuForward<Name>(const Name&, Dtype, const void*, void*,      \
                                  int64_t, int64_t);                           \
   template void CpuBackward<Name>(const Name&, Dtype, const void*,            \
-                                  const void*, void*, int64_t, int64_t);
+                                  const void*, void*, int64_t, int64_t);      \
+  template void CpuGradGrad<Name>(const Name&, Dtype, const void*,            \
+                                  const void*, const void*, void*, void*,     \
+                                  int64_t, int64_t);
 TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_INSTANTIATE_CPU)
 #undef TF_OPS_INSTANTIATE_CPU
 

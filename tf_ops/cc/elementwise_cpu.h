@@ -31,6 +31,15 @@ template <typename Op>
 void CpuBackward(const Op& op, Dtype dtype, const void* g, const void* v,
                  void* dx, int64_t begin, int64_t end);
 
+// The grad op's gradient, for i in [begin, end) and upstream gradients u:
+// d_g[i] = u[i] * f'(v[i]) and d_v[i] = u[i] * g[i] * f''(v[i]), in one pass.
+// d_g may be the same buffer as u or v, d_v as g or v. Either output may be
+// null when it is not needed (then only the other is computed).
+template <typename Op>
+void CpuGradGrad(const Op& op, Dtype dtype, const void* u, const void* g,
+                 const void* v, void* d_g, void* d_v, int64_t begin,
+                 int64_t end);
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_ELEMENTWISE_CPU_H_

@@ -1,5 +1,6 @@
-// One OpKernel template for every activation's forward op and one for every
-// grad op, templated on device, dtype and the functor from activation_math.h.
+// One OpKernel template for every activation's forward op, one for every grad
+// op and one for every grad-grad op (the grad op's gradient), templated on
+// device, dtype and the functor from activation_math.h.
 // They validate, allocate (reusing an input buffer when TensorFlow allows) and
 // hand the flat buffers to the device's executor:
 //   CPU: the loops of elementwise_cpu.h, sharded over TF's intra-op pool;
@@ -78,6 +79,27 @@ struct Executor<CpuDevice> {
         });
     return absl::OkStatus();
   }
+
+  // d_g or d_v may be null (output not required).
+  template <typename Op, typename T>
+  static absl::Status GradGrad(tensorflow::OpKernelContext* ctx, const Op& op,
+                               const T* u, const T* g, const T* v, T* d_g,
+                               T* d_v, int64_t n) {
+    for (T* out : {d_g, d_v}) {
+      if (out != nullptr && out != u && out != g && out != v) {
+        AdviseHugePages(out, n * sizeof(T));
+      }
+    }
+    // Both derivatives in one pass: about twice the forward's work.
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        n,
+        tsl::thread::ThreadPool::SchedulingParams::Adaptive(
+            2 * Op::kCyclesPerElement),
+        [&](int64_t begin, int64_t end) {
+          CpuGradGrad(op, DtypeOf<T>(), u, g, v, d_g, d_v, begin, end);
+        });
+    return absl::OkStatus();
+  }
 };
 
 #if TF_OPS_WITH_CUDA
@@ -94,6 +116,14 @@ struct Executor<GpuDevice> {
                                const T* g, const T* v, T* dx, int64_t n) {
     return Check<Op>(
         LaunchBackward(op, DtypeOf<T>(), g, v, dx, n, Stream(ctx)));
+  }
+
+  template <typename Op, typename T>
+  static absl::Status GradGrad(tensorflow::OpKernelContext* ctx, const Op& op,
+                               const T* u, const T* g, const T* v, T* d_g,
+                               T* d_v, int64_t n) {
+    return Check<Op>(LaunchGradGrad(op, DtypeOf<T>(), u, g, v, d_g, d_v, n,
+                                    Stream(ctx)));
   }
 
  private:
@@ -164,6 +194,56 @@ class ActivationGradOp : public tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, Executor<Device>::Backward(
                             ctx, op_, g.flat<T>().data(), v.flat<T>().data(),
                             dx->flat<T>().data(), n));
+  }
+
+ private:
+  Op op_;
+};
+
+// The grad op's gradient: from upstream gradients u (one per output of the
+// grad op), d_gradients = u * f'(v) and d_features (d_outputs for Elu) =
+// u * gradients * f''(v), in one pass. The three inputs must have one shape.
+// An output nothing consumes (TF tells the kernel) is neither allocated nor
+// computed: the second derivative d2y/dx2 of a tape needs only d_v.
+template <typename Device, typename T, typename Op>
+class ActivationGradGradOp : public tensorflow::OpKernel {
+ public:
+  explicit ActivationGradGradOp(tensorflow::OpKernelConstruction* ctx)
+      : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &op_));
+  }
+
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    const tensorflow::Tensor& u = ctx->input(0);
+    const tensorflow::Tensor& g = ctx->input(1);
+    const tensorflow::Tensor& v = ctx->input(2);
+    OP_REQUIRES(
+        ctx, u.shape() == g.shape() && u.shape() == v.shape(),
+        absl::InvalidArgumentError(absl::StrCat(
+            "TfOps>", Op::kName, "GradGrad: upstream, gradients and ",
+            Op::kGradTakesOutputs ? "outputs" : "features",
+            " must have the same shape, got ", u.shape().DebugString(), ", ",
+            g.shape().DebugString(), " and ", v.shape().DebugString())));
+    // Each output may take over the buffer of an input it is computed from
+    // (element for element, so the engines allow it).
+    tensorflow::Tensor* d_g = nullptr;
+    tensorflow::Tensor* d_v = nullptr;
+    if (ctx->output_required(0)) {
+      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0, 2}, 0,
+                                                                u.shape(), &d_g));
+    }
+    if (ctx->output_required(1)) {
+      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({1, 2}, 1,
+                                                                u.shape(), &d_v));
+    }
+    const int64_t n = u.NumElements();
+    if (n == 0 || (d_g == nullptr && d_v == nullptr)) return;
+    OP_REQUIRES_OK(
+        ctx, Executor<Device>::GradGrad(
+                 ctx, op_, u.flat<T>().data(), g.flat<T>().data(),
+                 v.flat<T>().data(),
+                 d_g == nullptr ? nullptr : d_g->flat<T>().data(),
+                 d_v == nullptr ? nullptr : d_v->flat<T>().data(), n));
   }
 
  private:

@@ -25,6 +25,14 @@ template <typename Op>
 const char* LaunchBackward(const Op& op, Dtype dtype, const void* g,
                            const void* v, void* dx, int64_t n, void* stream);
 
+// d_g[i] = u[i] * f'(v[i]) and d_v[i] = u[i] * g[i] * f''(v[i]) for i in
+// [0, n), in one pass. d_g may alias u or v, d_v g or v; either may be null
+// (then only the other is computed).
+template <typename Op>
+const char* LaunchGradGrad(const Op& op, Dtype dtype, const void* u,
+                           const void* g, const void* v, void* d_g, void* d_v,
+                           int64_t n, void* stream);
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CU_ELEMENTWISE_GPU_H_

@@ -1,208 +1,161 @@
-"""Python wrappers of the fused activation ops and their grad ops.
+"""The public functions of every activation, made from its table entry
+(``activation_table.py``) and its registered ops.
 
-Each wrapper calls the op of the same name in the compiled library
-(``TfOps>LeakyRelu`` ...). The ops accept half, bfloat16, float32 and float64
-tensors of any shape and run on CPU and, when built with CUDA, GPU. Gradients,
-first and second order, are registered in ``gradients.py``.
+For an activation ``Gelu`` (ops ``TfOps>Gelu``, ``TfOps>GeluGrad``,
+``TfOps>GeluGradGrad``) this makes ``gelu(features, approximate=False, name=None)``,
+``gelu_grad(gradients, features, ...)`` and ``gelu_grad_grad(upstream, gradients,
+features, ...)``: argument names, attributes and defaults come from the ops' C++
+registration, the docs from the op and the entry. They take half, bfloat16, float32
+and float64 tensors of any shape and run on CPU and, when built with CUDA, GPU.
+Gradients of every order are registered in ``gradients.py``.
 
-Inside XLA (``jit_compile=True``) the ops compile through the library's XLA
-lowerings. A library built without them (``-DTF_OPS_XLA=OFF``) cannot be compiled
-by XLA, so there, and only while traced in an XLA context, the wrappers build the
-equivalent TensorFlow composites of ``composites.py`` instead.
+Each function builds its ``TfOps>`` op, except in two cases where it builds the op's
+composite of TensorFlow built-in ops (``composites.py``):
+- under `tf_ops.portable()`, so that an exported model runs without the library;
+- while XLA traces it and the library has no XLA lowering for the op (a library built
+  with ``-DTF_OPS_XLA=OFF``, or by Bazel).
+Before building a composite, the op's own C++ checks run on it (`check`): the same
+errors for bad attributes and mismatched shapes either way.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from typing import Any, Callable
 
 import tensorflow as tf
 from tensorflow.python.framework import kernels
 
-from tf_ops.python import composites
+from tf_ops.python import composites, op_info
+from tf_ops.python.activation_table import ACTIVATIONS, Activation
 from tf_ops.python.library import load_library
+from tf_ops.python.portable import is_portable
 
 TensorLike = tf.types.experimental.TensorLike
 
 _ops = load_library()
 
+# Op names without the namespace, for every op of every activation.
+OP_NAMES: tuple[str, ...] = tuple(a.op + family for a in ACTIVATIONS for family in op_info.FAMILIES)
 
-def _xla_lowered_op_types() -> frozenset[str]:
-    """The ops that have an XLA kernel, asked of TF's kernel registry: the truth
-    whatever built the library (CMake with or without XLA, Bazel)."""
-    ops = [name + suffix for name in composites.ACTIVATION_NAMES for suffix in ("", "Grad")]
-    return frozenset(
-        op
-        for op in ops
-        if any(k.device_type == "XLA_CPU_JIT" for k in kernels.get_registered_kernels_for_op(f"TfOps>{op}").kernel)
+
+def _has_xla_kernel(op: str) -> bool:
+    """Asked of TF's kernel registry: the truth whatever built the library."""
+    registered = kernels.get_registered_kernels_for_op(op_info.NAMESPACE + op).kernel
+    return any(k.device_type == "XLA_CPU_JIT" for k in registered)
+
+
+# Op names ("Gelu", "GeluGrad", ...) that XLA can compile.
+XLA_LOWERED: frozenset[str] = frozenset(op for op in OP_NAMES if _has_xla_kernel(op))
+
+
+@functools.lru_cache(maxsize=None)
+def _check_static(op: str, attrs: tuple, shapes: tuple, dtype: tf.DType) -> None:
+    with tf.Graph().as_default():
+        placeholders = [tf.compat.v1.placeholder(dtype, shape) for shape in shapes]
+        getattr(_ops, "tf_ops_" + op_info.snake_case(op))(*placeholders, **dict(attrs))
+
+
+def check(op: str, inputs: tuple, attrs: dict) -> None:
+    """Runs ``TfOps>{op}``'s C++ checks (its shape function: attribute values, input
+    shapes that must agree) on inputs of these static shapes and these attributes,
+    without running anything: raises ValueError (TypeError for a wrong attribute type)
+    with the op's own message.
+
+    Example:
+      >>> check("Elu", (tf.zeros([2]),), {"alpha": -1.0})  # doctest: +SKIP
+      ValueError: ... TfOps>Elu: attribute 'alpha' must be >= 0, got -1 ...
+    """
+    shapes = tuple(tuple(tf.TensorShape(t.shape).as_list()) if t.shape.rank is not None else None
+                   for t in inputs)
+    _check_static(op, tuple(sorted(attrs.items())), shapes, inputs[0].dtype)
+
+
+def _xla_without_lowering(op: str) -> bool:
+    """Whether XLA is tracing this call and cannot compile ``TfOps>{op}``."""
+    return op not in XLA_LOWERED and tf.__internal__.get_enclosing_xla_context() is not None
+
+
+# The composite of each op family.
+_COMPOSITES = {"": composites.forward, "Grad": composites.grad_op, "GradGrad": composites.grad_grad}
+
+
+def _make(entry: Activation, family: str) -> Callable[..., Any]:
+    """The public function of ``TfOps>{entry.op}{family}``, with the op's input and
+    attribute names and defaults as its signature."""
+    op = entry.op + family
+    op_type = op_info.NAMESPACE + op
+    name = op_info.snake_case(op)
+    op_fn = getattr(_ops, "tf_ops_" + name)
+    composite = _COMPOSITES[family]
+
+    def call(inputs: tuple, attrs: dict, name: str | None):
+        if is_portable() or _xla_without_lowering(op):
+            with tf.name_scope(name or op):
+                tensors = [tf.convert_to_tensor(inputs[0])]
+                tensors += [tf.convert_to_tensor(t, tensors[0].dtype) for t in inputs[1:]]
+                check(op, tuple(tensors), attrs)
+                return composite(entry, *tensors, **attrs)
+        return op_fn(*inputs, name=name, **attrs)
+
+    # A real signature (for help(), IDEs, positional attributes), as dataclasses makes
+    # its __init__: generated source calling `call`.
+    args = op_info.inputs(op_type)
+    attrs = op_info.attrs(op_type)
+    params = [*args, *(f"{a.name}={a.default!r}" for a in attrs), "name=None"]
+    source = (
+        f"def {name}({', '.join(params)}):\n"
+        f"    return _call(({', '.join(args)},), {{{', '.join(f'{a.name!r}: {a.name}' for a in attrs)}}}, name)\n"
     )
+    namespace = {"_call": call}
+    exec(source, namespace)  # noqa: S102  (source built above from the op's registration)
+    fn = namespace[name]
+    fn.__module__ = "tf_ops"
+    fn.__qualname__ = name
+    fn.__annotations__ = {
+        **{a: "TensorLike" for a in args},
+        **{a.name: a.type for a in attrs},
+        "name": "str | None",
+        "return": "tuple[tf.Tensor, tf.Tensor]" if family == "GradGrad" else "tf.Tensor",
+    }
+    fn.__doc__ = _docstring(entry, family)
+    return fn
 
 
-# Op names without the namespace ("Gelu", "GeluGrad") that XLA can compile.
-XLA_LOWERED: frozenset[str] = _xla_lowered_op_types()
+def _docstring(entry: Activation, family: str) -> str:
+    fn = entry.function
+    op_type = op_info.NAMESPACE + entry.op + family
+    inputs = op_info.inputs(op_type)
+    formula = op_info.summary(op_type)
+    if family == "":
+        head, body, example = f"{entry.title}: ``{formula}``", entry.notes, entry.example
+    elif family == "Grad":
+        head = f"Gradient of `{fn}` (the op ``{op_type}``): ``{formula}``"
+        body = f"`{inputs[0]}` and `{inputs[1]}` must have the same shape and dtype."
+        example = entry.grad_example
+    else:
+        v = inputs[2]
+        head = f"Gradient of `{fn}_grad` (the op ``{op_type}``), in one pass."
+        body = (
+            f"For ``{fn}_grad(gradients, {v}) = gradients * f'({v})`` and the incoming "
+            f"gradient `upstream`, returns ``(upstream * f'({v}), upstream * gradients * "
+            f"f''({v}))``: the gradients with respect to `gradients` and `{v}`. This is "
+            "what nested tapes, `tf.hessians` and gradient penalties run."
+        )
+        example = (
+            f">>> d_gradients, d_{v} = tf_ops.{fn}_grad_grad([1.0], [1.0], [0.5])\n"
+            f">>> d_gradients.shape, d_{v}.dtype\n"
+            "(TensorShape([1]), tf.float32)"
+        )
+    indented = "\n".join("  " + line for line in example.splitlines())
+    return f"{head}\n\n{body}\n\n{op_info.args_doc(op_type)}\n\nExample:\n{indented}\n"
 
 
-def _run(op: str, op_fn: Callable[..., tf.Tensor], *inputs, name: str | None, **attrs) -> tf.Tensor:
-    """Calls the generated op function, or the composite when XLA is tracing and
-    the op has no lowering."""
-    if op not in XLA_LOWERED and tf.__internal__.get_enclosing_xla_context() is not None:
-        with tf.name_scope(name or op):
-            if op.endswith("Grad"):
-                return composites.grad_op(op[: -len("Grad")], *inputs, **attrs)
-            return composites.forward(op, *inputs, **attrs)
-    return op_fn(*inputs, name=name, **attrs)
-
-
-def leaky_relu(features: TensorLike, alpha: float = 0.2, name: str | None = None) -> tf.Tensor:
-    """Leaky ReLU: ``features if features > 0 else alpha * features``.
-
-    Matches `tf.nn.leaky_relu` (a select, so alpha > 1 and alpha < 0 behave as
-    the formula says). `alpha` must be finite.
-
-    Example:
-      >>> tf_ops.leaky_relu([-2.0, 0.0, 3.0], alpha=0.1).numpy()
-      array([-0.2,  0. ,  3. ], dtype=float32)
-    """
-    return _run("LeakyRelu", _ops.tf_ops_leaky_relu, features, alpha=alpha, name=name)
-
-
-def leaky_relu_grad(
-    gradients: TensorLike, features: TensorLike, alpha: float = 0.2, name: str | None = None
-) -> tf.Tensor:
-    """Gradient of `leaky_relu`: ``gradients if features > 0 else alpha * gradients``.
-
-    `gradients` and `features` must have the same shape and dtype.
-
-    Example:
-      >>> tf_ops.leaky_relu_grad([1.0, 1.0], [-2.0, 3.0], alpha=0.1).numpy()
-      array([0.1, 1. ], dtype=float32)
-    """
-    return _run("LeakyReluGrad", _ops.tf_ops_leaky_relu_grad, gradients, features, alpha=alpha, name=name)
-
-
-def elu(features: TensorLike, alpha: float = 1.0, name: str | None = None) -> tf.Tensor:
-    """ELU: ``features if features > 0 else alpha * (exp(features) - 1)``.
-
-    With alpha = 1 it matches `tf.nn.elu`. `alpha` must be finite and >= 0 (the
-    gradient is computed from the outputs, which a negative alpha makes ambiguous).
-
-    Example:
-      >>> tf_ops.elu([-1.0, 2.0]).numpy()
-      array([-0.63212055,  2.        ], dtype=float32)
-    """
-    return _run("Elu", _ops.tf_ops_elu, features, alpha=alpha, name=name)
-
-
-def elu_grad(
-    gradients: TensorLike, outputs: TensorLike, alpha: float = 1.0, name: str | None = None
-) -> tf.Tensor:
-    """Gradient of `elu` from its *outputs*: ``gradients if outputs > 0 else
-    gradients * (outputs + alpha)``.
-
-    With alpha = 1 this is `tf.raw_ops.EluGrad` (and CANN's EluGrad).
-
-    Example:
-      >>> y = tf_ops.elu([-1.0, 2.0])
-      >>> tf_ops.elu_grad([1.0, 1.0], y).numpy()
-      array([0.36787945, 1.        ], dtype=float32)
-    """
-    return _run("EluGrad", _ops.tf_ops_elu_grad, gradients, outputs, alpha=alpha, name=name)
-
-
-def gelu(features: TensorLike, approximate: bool = False, name: str | None = None) -> tf.Tensor:
-    """GELU: ``features * Phi(features)``, or its tanh approximation.
-
-    Matches `tf.nn.gelu(features, approximate)` in one fused kernel (TF runs 5
-    kernels, 8 for the tanh form). ``gelu(-inf) = 0``.
-
-    Example:
-      >>> tf_ops.gelu([-1.0, 0.0, 1.0]).numpy()
-      array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
-    """
-    return _run("Gelu", _ops.tf_ops_gelu, features, approximate=approximate, name=name)
-
-
-def gelu_grad(
-    gradients: TensorLike,
-    features: TensorLike,
-    approximate: bool = False,
-    name: str | None = None,
-) -> tf.Tensor:
-    """Gradient of `gelu`: ``gradients * gelu'(features)``.
-
-    Example:
-      >>> tf_ops.gelu_grad([1.0], [0.0]).numpy()
-      array([0.5], dtype=float32)
-    """
-    return _run("GeluGrad", _ops.tf_ops_gelu_grad, gradients, features, approximate=approximate, name=name)
-
-
-def swish(features: TensorLike, beta: float = 1.0, name: str | None = None) -> tf.Tensor:
-    """Swish: ``features * sigmoid(beta * features)``; beta = 1 is SiLU (`tf.nn.silu`).
-
-    `beta` may be any finite value (0 gives ``features / 2``).
-
-    Example:
-      >>> tf_ops.swish([-1.0, 0.0, 2.0]).numpy()
-      array([-0.26894143,  0.        ,  1.7615942 ], dtype=float32)
-    """
-    return _run("Swish", _ops.tf_ops_swish, features, beta=beta, name=name)
-
-
-def swish_grad(
-    gradients: TensorLike, features: TensorLike, beta: float = 1.0, name: str | None = None
-) -> tf.Tensor:
-    """Gradient of `swish`: ``gradients * s * (1 + beta * features * (1 - s))``,
-    ``s = sigmoid(beta * features)``.
-
-    Example:
-      >>> tf_ops.swish_grad([1.0], [0.0]).numpy()
-      array([0.5], dtype=float32)
-    """
-    return _run("SwishGrad", _ops.tf_ops_swish_grad, gradients, features, beta=beta, name=name)
-
-
-def mish(features: TensorLike, name: str | None = None) -> tf.Tensor:
-    """Mish: ``features * tanh(softplus(features))``, fused (no overflow for large inputs).
-
-    Example:
-      >>> tf_ops.mish([-1.0, 0.0, 1.0]).numpy()
-      array([-0.30340144,  0.        ,  0.86509836], dtype=float32)
-    """
-    return _run("Mish", _ops.tf_ops_mish, features, name=name)
-
-
-def mish_grad(gradients: TensorLike, features: TensorLike, name: str | None = None) -> tf.Tensor:
-    """Gradient of `mish`: ``gradients * (t + features * (1 - t**2) * sigmoid(features))``,
-    ``t = tanh(softplus(features))``.
-
-    Example:
-      >>> tf_ops.mish_grad([1.0], [0.0]).numpy()
-      array([0.6], dtype=float32)
-    """
-    return _run("MishGrad", _ops.tf_ops_mish_grad, gradients, features, name=name)
-
-
-def hard_swish(features: TensorLike, name: str | None = None) -> tf.Tensor:
-    """HardSwish (MobileNetV3): ``features * relu6(features + 3) / 6``.
-
-    As ``keras.activations.hard_swish``, in one kernel instead of four.
-
-    Example:
-      >>> tf_ops.hard_swish([-4.0, -1.0, 0.0, 1.0, 4.0]).numpy()
-      array([-0.        , -0.33333334,  0.        ,  0.6666667 ,  4.        ],
-            dtype=float32)
-    """
-    return _run("HardSwish", _ops.tf_ops_hard_swish, features, name=name)
-
-
-def hard_swish_grad(
-    gradients: TensorLike, features: TensorLike, name: str | None = None
-) -> tf.Tensor:
-    """Gradient of `hard_swish`: ``gradients`` times 0 for features <= -3,
-    ``(2 * features + 3) / 6`` inside, 1 for features >= 3.
-
-    Example:
-      >>> tf_ops.hard_swish_grad([1.0, 1.0, 1.0], [-4.0, 0.0, 4.0]).numpy()
-      array([0. , 0.5, 1. ], dtype=float32)
-    """
-    return _run("HardSwishGrad", _ops.tf_ops_hard_swish_grad, gradients, features, name=name)
+# name -> function, for every op of every activation: "gelu", "gelu_grad", ...
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    op_info.snake_case(entry.op + family): _make(entry, family)
+    for entry in ACTIVATIONS
+    for family in op_info.FAMILIES
+}
+globals().update(FUNCTIONS)
+__all__ = sorted(FUNCTIONS)

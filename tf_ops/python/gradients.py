@@ -1,13 +1,18 @@
-"""Gradient registrations for every tf_ops op, first and second order.
+"""Gradient registrations for every op of every activation, any order, from the table.
 
-Forward op ``TfOps>X`` gets its gradient from the grad op ``TfOps>XGrad``; the
-grad op itself is differentiable too, so nested tapes, `tf.hessians` and
-gradient-of-gradient penalties work. For a grad op G(g, v) = g * f'(v):
-``dG/dg = f'(v)`` (the grad op applied to the upstream gradient) and
-``dG/dv = g * d f'(v) / dv`` (composed from TF ops; see shared/activations-math.md).
+For an activation with f, grad op G(g, v) = g * f'(v) and grad-grad op
+H(u, g, v) = (u * f'(v), u * g * f''(v)) (v: the features, or the outputs for Elu):
+- ``TfOps>{op}``: the gradient is G(upstream, v);
+- ``TfOps>{op}Grad``: H, fused: dG/dg = f'(v) and dG/dv = g * f''(v);
+- ``TfOps>{op}GradGrad`` (third order), composed: with upstream (ua, ub) for H's two
+  outputs (a = u f', b = u g f''):
+      d_u = ua f' + ub g f'',   d_g = ub u f'',   d_v = ua u f'' + ub u g f'''
+  where f' and f'' come from the fused ops and f''' from TensorFlow's derivative of the
+  op's composite f'' (``composites.grad_grad``'s). Those are differentiable again, so
+  every order works.
 
-Registration happens once per process: importing or reloading this module again
-does not raise "Registering two gradient with name".
+Registration happens once per process: importing or reloading this module again does
+not raise "Registering two gradient with name".
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from typing import Callable
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from tf_ops.python import activations
+from tf_ops.python import activations, composites, op_info
+from tf_ops.python.activation_table import ACTIVATIONS, Activation
 
 
 def _register_gradient(op_type: str) -> Callable[[Callable], Callable]:
@@ -33,101 +39,46 @@ def _register_gradient(op_type: str) -> Callable[[Callable], Callable]:
     return decorator
 
 
-@_register_gradient("TfOps>LeakyRelu")
-def _leaky_relu_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-    return activations.leaky_relu_grad(grad, op.inputs[0], alpha=op.get_attr("alpha"))
+def _attrs(op: tf.Operation, op_type: str) -> dict:
+    return {a.name: op.get_attr(a.name) for a in op_info.attrs(op_type)}
 
 
-@_register_gradient("TfOps>LeakyReluGrad")
-def _leaky_relu_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    # Linear in g; piecewise constant in x, so d/dx is 0 (as TF's LeakyReluGrad).
-    features = op.inputs[1]
-    alpha = op.get_attr("alpha")
-    return activations.leaky_relu_grad(grad, features, alpha=alpha), tf.zeros_like(features)
+def _third_derivative_times(entry: Activation, w, v, attrs: dict) -> tf.Tensor:
+    """w * f'''(v): TensorFlow's derivative of the composite f'' (as
+    `composites.grad_grad` computes it), in the op's compute type."""
+    with tf.GradientTape() as tape:
+        tape.watch(v)
+        _, second = composites.grad_grad(entry, tf.ones_like(v), tf.ones_like(v), v, **attrs)
+    return tape.gradient(second, v, output_gradients=w,
+                         unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
 
-@_register_gradient("TfOps>Elu")
-def _elu_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-    return activations.elu_grad(grad, op.outputs[0], alpha=op.get_attr("alpha"))
+def _register(entry: Activation) -> None:
+    base = op_info.NAMESPACE + entry.op
+    fn = entry.function
+    takes_outputs = op_info.grad_takes_outputs(entry.op)
 
-
-@_register_gradient("TfOps>EluGrad")
-def _elu_grad_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    # G(g, y) = g where y > 0 else g * (y + alpha): dG/dy = g on the y <= 0 branch.
-    gradients, outputs = op.inputs
-    alpha = op.get_attr("alpha")
-    d_outputs = tf.where(outputs > 0, tf.zeros_like(grad), grad * gradients)
-    return activations.elu_grad(grad, outputs, alpha=alpha), d_outputs
-
-
-# Second derivatives f''(x), composed from TF ops: used for d(grad op)/dx, and
-# themselves differentiable by TF, so any order works.
-_SQRT_2_OVER_PI = 0.7978845608028654
-_INV_SQRT_2PI = 0.3989422804014327
-_TANH_COEFF = 0.044715
-
-
-def _gelu_second_derivative(x: tf.Tensor, approximate: bool) -> tf.Tensor:
-    if not approximate:
-        # phi(x) (2 - x^2)
-        return _INV_SQRT_2PI * tf.exp(-0.5 * x * x) * (2.0 - x * x)
-    # f = x s(z), z = 2 sqrt(2/pi) (x + a x^3): f'' = s (1-s) (2 z' + x (1-2s) z'^2 + x z'').
-    z = 2.0 * _SQRT_2_OVER_PI * (x + _TANH_COEFF * x * x * x)
-    dz = 2.0 * _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_COEFF * x * x)
-    d2z = 12.0 * _SQRT_2_OVER_PI * _TANH_COEFF * x
-    s, sm = tf.sigmoid(z), tf.sigmoid(-z)  # sm = 1 - s without cancellation
-    return s * sm * (2.0 * dz + x * (sm - s) * dz * dz + x * d2z)
-
-
-def _swish_second_derivative(x: tf.Tensor, beta: float) -> tf.Tensor:
-    # beta s (1-s) (2 + z (1 - 2s)), z = beta x.
-    z = beta * x
-    s, sm = tf.sigmoid(z), tf.sigmoid(-z)  # sm = 1 - s without cancellation
-    return beta * s * sm * (2.0 + z * (sm - s))
-
-
-def _mish_second_derivative(x: tf.Tensor) -> tf.Tensor:
-    # With t = tanh(softplus x), s = sigmoid x, D = (1 - t^2) s:
-    # f'' = 2 D + x (1 - t^2) s (1 - s - 2 t s).
-    t = tf.tanh(tf.math.softplus(x))
-    s = tf.sigmoid(x)
-    d = (1.0 - t * t) * s
-    return 2.0 * d + x * d * (1.0 - s - 2.0 * t * s)
-
-
-def _hard_swish_second_derivative(x: tf.Tensor) -> tf.Tensor:
-    # 1/3 strictly inside (-3, 3), where f' = (2x + 3) / 6; 0 outside.
-    return tf.cast((x > -3.0) & (x < 3.0), x.dtype) * (1.0 / 3.0)
-
-
-def _register_features_activation(
-    name: str,
-    grad_op: Callable[..., tf.Tensor],
-    second_derivative: Callable[..., tf.Tensor],
-    attrs: tuple[str, ...] = (),
-) -> None:
-    """Registers the gradients of ``TfOps>{name}`` and ``TfOps>{name}Grad`` for an
-    activation whose grad op takes the features: G(g, x) = g * f'(x), so
-    dG/dg = G(u, x) and dG/dx = u * g * f''(x)."""
-
-    def attr_values(op: tf.Operation) -> dict:
-        return {attr: op.get_attr(attr) for attr in attrs}
-
-    @_register_gradient(f"TfOps>{name}")
+    @_register_gradient(base)
     def _forward_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-        return grad_op(grad, op.inputs[0], **attr_values(op))
+        v = op.outputs[0] if takes_outputs else op.inputs[0]
+        return activations.FUNCTIONS[f"{fn}_grad"](grad, v, **_attrs(op, base))
 
-    @_register_gradient(f"TfOps>{name}Grad")
+    @_register_gradient(base + "Grad")
     def _grad_op_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        gradients, features = op.inputs
-        values = attr_values(op)
-        return (
-            grad_op(grad, features, **values),
-            grad * gradients * second_derivative(features, **values),
-        )
+        gradients, v = op.inputs
+        return activations.FUNCTIONS[f"{fn}_grad_grad"](grad, gradients, v, **_attrs(op, base))
+
+    @_register_gradient(base + "GradGrad")
+    def _grad_grad_grad(op: tf.Operation, ua: tf.Tensor, ub: tf.Tensor) -> tuple:
+        u, g, v = op.inputs
+        attrs = _attrs(op, base)
+        grad_grad = activations.FUNCTIONS[f"{fn}_grad_grad"]
+        second = lambda w1, w2: grad_grad(w1, w2, v, **attrs)[1]  # w1 * w2 * f''(v)
+        d_u = activations.FUNCTIONS[f"{fn}_grad"](ua, v, **attrs) + second(ub, g)
+        d_g = second(ub, u)
+        d_v = second(ua, u) + _third_derivative_times(entry, ub * u * g, v, attrs)
+        return d_u, d_g, d_v
 
 
-_register_features_activation("Gelu", activations.gelu_grad, _gelu_second_derivative, ("approximate",))
-_register_features_activation("Swish", activations.swish_grad, _swish_second_derivative, ("beta",))
-_register_features_activation("Mish", activations.mish_grad, _mish_second_derivative)
-_register_features_activation("HardSwish", activations.hard_swish_grad, _hard_swish_second_derivative)
+for _entry in ACTIVATIONS:
+    _register(_entry)

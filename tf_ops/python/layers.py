@@ -1,226 +1,147 @@
-"""Keras 3 layers computing the fused tf_ops activations.
+"""Keras 3 layers for every activation, made from its table entry (``activation_table.py``).
 
-`LeakyReLU`, `ELU`, `GELU`, `Swish`, `Mish` and `HardSwish` are drop-in replacements for
-Keras's activation layers (same argument names: ``negative_slope``, ``alpha``),
-registered with Keras under the package ``"tf_ops"`` so that models using them
-save to ``.keras`` and reload, as long as `tf_ops` is imported before loading.
+`LeakyReLU`, `ELU`, `GELU`, `Swish`, `Mish`, `HardSwish`, ...: drop-in replacements for
+Keras's activation layers (same argument names: ``negative_slope``, ``alpha``), each
+with the op's attributes as its arguments and their defaults, registered with Keras
+under the package ``"tf_ops"`` so that models using them save to ``.keras`` and reload,
+as long as `tf_ops` is imported before loading. The activation functions themselves
+(`tf_ops.gelu`, ...) are registered too, so ``Dense(8, activation=tf_ops.gelu)`` saves.
 
-The activation functions themselves (`tf_ops.leaky_relu`, `tf_ops.elu`,
-`tf_ops.gelu`, `tf_ops.swish`, `tf_ops.mish`, `tf_ops.hard_swish`) are registered too, so
-``keras.layers.Dense(8, activation=tf_ops.gelu)`` saves and reloads.
-
-Choices:
-- `LeakyReLU` defaults to ``negative_slope=0.2`` (as `tf.nn.leaky_relu`,
-  `keras.activations.leaky_relu` and `tf_ops.leaky_relu`), not the 0.3 of
-  `keras.layers.LeakyReLU`: pass the slope explicitly when replacing a Keras
-  layer that relied on its default.
-- Arguments are checked when the layer is made (`TypeError` for a wrong type,
-  `ValueError` for a wrong value), not when it first runs.
-- Under a mixed precision policy Keras casts floating inputs to the layer's
-  compute dtype (float16 or bfloat16) and the op computes in float32 inside and
-  rounds once. Integer and boolean inputs are cast to the compute dtype, as
-  `keras.layers.Dense` does.
+They behave as Keras's own stateless layers: built when made (no weights), masks pass
+through, the output has the input's shape and dtype. Choices:
+- Arguments are checked when the layer is made: a wrong type is a `TypeError` naming
+  the argument; a wrong value is the op's own check (its C++ shape function), raised as
+  a `ValueError` naming the argument.
+- Under a mixed precision policy Keras casts floating inputs to the layer's compute
+  dtype (float16 or bfloat16) and the op computes in float32 inside and rounds once.
+  Integer and boolean inputs are cast to the compute dtype, as `keras.layers.Dense` does.
+- Under `tf_ops.portable()` they build TensorFlow built-in ops, like the functions.
 - The layers need Keras's TensorFlow backend (the ops are TensorFlow ops).
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from tf_ops.python import activations
+from tf_ops.python import activations, op_info
+from tf_ops.python.activation_table import ACTIVATIONS, Activation
 
 PACKAGE = "tf_ops"
 
 # The public activation functions, registered under "tf_ops>gelu" etc. so that
 # `Dense(..., activation=tf_ops.gelu)` serializes by name and reloads.
-ACTIVATION_FUNCTIONS = (
-    activations.leaky_relu,
-    activations.elu,
-    activations.gelu,
-    activations.swish,
-    activations.mish,
-    activations.hard_swish,
-)
+ACTIVATION_FUNCTIONS = tuple(activations.FUNCTIONS[entry.function] for entry in ACTIVATIONS)
 for _fn in ACTIVATION_FUNCTIONS:
     keras.saving.register_keras_serializable(package=PACKAGE)(_fn)
 
 
-def _real(layer: str, name: str, value: Any, minimum: float | None = None) -> float:
-    """`value` as a finite float (>= minimum), or a clear TypeError/ValueError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"{layer}: `{name}` must be a real number, got {value!r} "
-            f"of type {type(value).__name__}."
-        )
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{layer}: `{name}` must be finite, got {value}.")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{layer}: `{name}` must be >= {minimum}, got {value}.")
-    return value
+def _typed(layer: str, arg: str, attr: op_info.Attr, value: Any) -> Any:
+    """`value` as the attribute's Python type, or a TypeError naming the argument."""
+    if attr.type is bool:
+        if isinstance(value, bool):
+            return value
+        expected = "True or False"
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    else:
+        expected = "a real number"
+    raise TypeError(
+        f"{layer}: `{arg}` must be {expected}, got {value!r} of type {type(value).__name__}."
+    )
 
 
-class _FusedActivation(keras.layers.Layer):
-    """Shared behaviour: no weights, shape-preserving, masks pass through."""
+class FusedActivation(keras.layers.Layer):
+    """The behaviour every tf_ops activation layer shares; `ENTRY` says which op.
 
-    def __init__(self, **kwargs: Any) -> None:
+    Subclasses are made by `_layer_class`, one per table entry.
+    """
+
+    ENTRY: Activation
+
+    def __init__(self, arguments: dict[str, Any], **kwargs: Any) -> None:
+        """`arguments`: the layer's own arguments (Keras names) with their values."""
+        entry = self.ENTRY
+        for alias, argument in entry.layer_aliases.items():  # e.g. Keras 2's `alpha=`
+            if alias in kwargs:
+                arguments[argument] = kwargs.pop(alias)
         super().__init__(**kwargs)
         if keras.backend.backend() != "tensorflow":
             raise RuntimeError(
-                f"{type(self).__name__} runs TensorFlow ops and needs Keras's "
-                f"TensorFlow backend; the backend is {keras.backend.backend()!r} "
+                f"{type(self).__name__} runs TensorFlow ops and needs Keras's TensorFlow "
+                f"backend; the backend is {keras.backend.backend()!r} "
                 "(set KERAS_BACKEND=tensorflow)."
             )
+        self._attrs = {}
+        for attr in op_info.attrs(op_info.NAMESPACE + entry.op):
+            arg = _argument_name(entry, attr.name)
+            value = _typed(type(self).__name__, arg, attr, arguments[arg])
+            setattr(self, arg, value)
+            self._attrs[attr.name] = value
+        try:
+            activations.check(entry.op, (tf.zeros([0]),), self._attrs)
+        except ValueError as err:
+            given = ", ".join(f"{a}={getattr(self, a)!r}" for a in arguments)
+            raise ValueError(f"{type(self).__name__}({given}): {err}") from None
         self.supports_masking = True
+        # Stateless: built now, as Keras's own activation layers are (unless a subclass
+        # overrides build). Older Keras versions without this build on first call.
+        build_at_init = getattr(self, "_build_at_init", None)
+        if build_at_init is not None:
+            build_at_init()
 
-    def _features(self, inputs: tf.Tensor) -> tf.Tensor:
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
         inputs = tf.convert_to_tensor(inputs)
         if not inputs.dtype.is_floating:
             inputs = tf.cast(inputs, self.compute_dtype)
-        return inputs
+        return activations.FUNCTIONS[self.ENTRY.function](inputs, **self._attrs)
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return input_shape
 
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class LeakyReLU(_FusedActivation):
-    """Leaky ReLU layer: ``x if x > 0 else negative_slope * x`` (`tf_ops.leaky_relu`).
-
-    Drop-in for `keras.layers.LeakyReLU`, but the default slope is 0.2 (see the
-    module docstring). The slope may be any finite number: the op is a select,
-    so slopes above 1 or below 0 mean what the formula says. The deprecated
-    Keras alias ``alpha=`` is accepted too.
-
-    Example:
-      >>> layer = tf_ops.layers.LeakyReLU(negative_slope=0.1)
-      >>> layer(np.array([-2.0, 3.0], "float32")).numpy()
-      array([-0.2,  3. ], dtype=float32)
-    """
-
-    def __init__(self, negative_slope: float = 0.2, **kwargs: Any) -> None:
-        if "alpha" in kwargs:  # Keras 2's name, still accepted by Keras 3
-            negative_slope = kwargs.pop("alpha")
-        super().__init__(**kwargs)
-        self.negative_slope = _real("LeakyReLU", "negative_slope", negative_slope)
-
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        return activations.leaky_relu(self._features(inputs), alpha=self.negative_slope)
-
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "negative_slope": self.negative_slope}
+        entry = self.ENTRY
+        names = [_argument_name(entry, a.name) for a in op_info.attrs(op_info.NAMESPACE + entry.op)]
+        return {**super().get_config(), **{n: getattr(self, n) for n in names}}
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class ELU(_FusedActivation):
-    """ELU layer: ``x if x > 0 else alpha * (exp(x) - 1)`` (`tf_ops.elu`).
-
-    Drop-in for `keras.layers.ELU`. `alpha` must be finite and >= 0 (the
-    gradient is computed from the outputs, which a negative alpha makes
-    ambiguous). Unlike `keras.layers.ELU`, `alpha` is saved in the config.
-
-    Example:
-      >>> tf_ops.layers.ELU(alpha=0.5)(np.array([-1.0, 2.0], "float32")).numpy().round(4)
-      array([-0.3161,  2.    ], dtype=float32)
-    """
-
-    def __init__(self, alpha: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.alpha = _real("ELU", "alpha", alpha, minimum=0.0)
-
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        return activations.elu(self._features(inputs), alpha=self.alpha)
-
-    def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "alpha": self.alpha}
+def _argument_name(entry: Activation, attr: str) -> str:
+    """The layer's argument for an op attribute (Keras's name where it differs)."""
+    return {op_attr: arg for arg, op_attr in entry.layer_args.items()}.get(attr, attr)
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class GELU(_FusedActivation):
-    """GELU layer: ``x * Phi(x)``, or its tanh form when `approximate` (`tf_ops.gelu`).
-
-    Same values as ``keras.activations.gelu(x, approximate)`` in one fused kernel.
-
-    Example:
-      >>> tf_ops.layers.GELU()(np.array([-1.0, 1.0], "float32")).numpy().round(4)
-      array([-0.1587,  0.8413], dtype=float32)
-    """
-
-    def __init__(self, approximate: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if not isinstance(approximate, bool):
-            raise TypeError(
-                f"GELU: `approximate` must be True or False, got {approximate!r} "
-                f"of type {type(approximate).__name__}."
-            )
-        self.approximate = approximate
-
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        return activations.gelu(self._features(inputs), approximate=self.approximate)
-
-    def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "approximate": self.approximate}
-
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class Swish(_FusedActivation):
-    """Swish layer: ``x * sigmoid(beta * x)`` (`tf_ops.swish`); beta = 1 is SiLU.
-
-    With the default ``beta=1.0`` it computes ``keras.activations.silu``
-    (Keras's ``swish``). `beta` is a fixed, finite number.
-
-    Example:
-      >>> tf_ops.layers.Swish(beta=2.0)(np.array([-1.0, 1.0], "float32")).numpy().round(4)
-      array([-0.1192,  0.8808], dtype=float32)
-    """
-
-    def __init__(self, beta: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.beta = _real("Swish", "beta", beta)
-
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        return activations.swish(self._features(inputs), beta=self.beta)
-
-    def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "beta": self.beta}
+def _layer_class(entry: Activation) -> type:
+    """The Keras layer of `entry`, with the op's attributes as keyword arguments."""
+    attrs = op_info.attrs(op_info.NAMESPACE + entry.op)
+    args = [_argument_name(entry, a.name) for a in attrs]
+    # A real signature (help(), IDEs, Keras's config checks): generated source.
+    params = "".join(f"{arg}={a.default!r}, " for arg, a in zip(args, attrs))
+    source = (
+        f"def __init__(self, {params}**kwargs):\n"
+        f"    FusedActivation.__init__(self, {{{', '.join(f'{a!r}: {a}' for a in args)}}}, **kwargs)\n"
+    )
+    namespace = {"FusedActivation": FusedActivation}
+    exec(source, namespace)  # noqa: S102  (source built above from the op's registration)
+    example = "\n".join("  " + line for line in entry.layer_example.splitlines())
+    arguments = ", ".join(f"``{arg}={a.default!r}``" for arg, a in zip(args, attrs))
+    doc = (
+        f"{entry.title} layer: `tf_ops.{entry.function}` as a Keras layer.\n\n"
+        f"{entry.layer_notes}\n\n"
+        + (f"Arguments: {arguments} (the op's attributes).\n\n" if args else "")
+        + f"Example:\n{example}\n"
+    )
+    cls = type(entry.layer, (FusedActivation,), {
+        "ENTRY": entry, "__init__": namespace["__init__"], "__doc__": doc,
+        "__module__": "tf_ops.layers", "__qualname__": entry.layer,
+    })
+    cls.__init__.__qualname__ = f"{entry.layer}.__init__"
+    return keras.saving.register_keras_serializable(package=PACKAGE)(cls)
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class Mish(_FusedActivation):
-    """Mish layer: ``x * tanh(softplus(x))`` (`tf_ops.mish`), as ``keras.activations.mish``.
-
-    Example:
-      >>> tf_ops.layers.Mish()(np.array([-1.0, 1.0], "float32")).numpy().round(4)
-      array([-0.3034,  0.8651], dtype=float32)
-    """
-
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        return activations.mish(self._features(inputs))
-
-    def get_config(self) -> dict[str, Any]:
-        return super().get_config()
-
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class HardSwish(_FusedActivation):
-    """HardSwish layer: ``x * relu6(x + 3) / 6`` (`tf_ops.hard_swish`), as
-    ``keras.activations.hard_swish``.
-
-    Example:
-      >>> tf_ops.layers.HardSwish()(np.array([-1.0, 1.0], "float32")).numpy().round(4)
-      array([-0.3333,  0.6667], dtype=float32)
-    """
-
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        return activations.hard_swish(self._features(inputs))
-
-    def get_config(self) -> dict[str, Any]:
-        return super().get_config()
-
-
-__all__ = ["ELU", "GELU", "HardSwish", "LeakyReLU", "Mish", "Swish"]
+# name -> layer class, for every activation: "GELU", "LeakyReLU", ...
+LAYERS: dict[str, type] = {entry.layer: _layer_class(entry) for entry in ACTIVATIONS}
+globals().update(LAYERS)
+__all__ = sorted(LAYERS)

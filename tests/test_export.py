@@ -1,0 +1,208 @@
+"""Portable export, tested as a deployment uses it: a model built with tf_ops layers and
+activation functions (every one, every attribute variant) is exported under
+`tf_ops.portable()` and run in a fresh process that never imports tf_ops
+(scripts/run_without_tf_ops.py): as a SavedModel (from ``model.export`` and from
+``tf.saved_model.save``), as TFLite with builtin ops only (converted there from the
+SavedModel, and here with ``from_keras_model``), and as ONNX (tf2onnx, onnxruntime).
+Each must match the fused model and hold no ``TfOps>`` op; a float32 and a
+``mixed_bfloat16`` model. An export made without portable mode still needs tf_ops.
+
+Set TF_OPS_EXPORT_REPORT=path to write the largest differences per runtime and
+activation as JSON (docs/deploy.md quotes them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+
+import tf_ops
+from checks import assert_close
+from op_specs import SPECS, Tolerance, function_name, make_layer, sample
+from subprocesses import SCRIPTS, run_python
+
+pytestmark = pytest.mark.slow
+
+N = 512  # features per example: special values, then samples over the whole range
+SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-30, -1e-30, 3.0, -3.0, 20.0, 20.5,
+            -20.0, -88.0, -100.0, 88.0, 100.0, 1e30, -1e30, 3.4e38, -3.4e38]
+
+
+def _inputs() -> np.ndarray:
+    """Two rows: special values and samples spanning 1e-6 .. 30 in magnitude, both signs."""
+    rows = []
+    for seed in (70, 71):
+        row = sample((N,), seed=seed, lo=-6, hi=1.5)
+        rows.append(row)
+    rows[0][: len(SPECIALS)] = SPECIALS
+    return np.stack(rows).astype(np.float32)
+
+
+def _branches():
+    """(label, spec, layer): every layer with every attribute variant, and every activation
+    function through keras.layers.Activation (how Dense(activation=...) calls it)."""
+    for spec in SPECS:
+        for attrs in spec.attr_variants:
+            label = f"{spec.name}({', '.join(f'{k}={v}' for k, v in attrs.items())})"
+            yield label, spec, make_layer(spec, attrs)
+        fn = getattr(tf_ops, function_name(spec))
+        yield f"Activation(tf_ops.{fn.__name__})", spec, keras.layers.Activation(fn)
+
+
+def _model(dtype_policy: str = "float32") -> tuple[keras.Model, list]:
+    """One model, one output: every branch applied to the same input, stacked."""
+    keras.mixed_precision.set_global_policy(dtype_policy)
+    try:
+        branches = list(_branches())
+        x = keras.Input((N,))
+        y = keras.ops.stack([layer(x) for _, _, layer in branches], axis=1)
+        return keras.Model(x, y), branches
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def _saved_model_op_types(path: Path) -> set[str]:
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((path / "saved_model.pb").read_bytes())
+    types = set()
+    for graph in proto.meta_graphs:
+        types |= {node.op for node in graph.graph_def.node}
+        for fn in graph.graph_def.library.function:
+            types |= {node.op for node in fn.node_def}
+    return types
+
+
+def _run_jobs(tmp_path: Path, jobs: list[dict]) -> dict:
+    jobs_file, results_file = tmp_path / "jobs.json", tmp_path / "results.json"
+    jobs_file.write_text(json.dumps(jobs))
+    run_python(SCRIPTS / "run_without_tf_ops.py", jobs_file, results_file, timeout=1500)
+    results = json.loads(results_file.read_text())
+    assert results.pop("_modules_checked") is True
+    return results
+
+
+# The CPU kernels' exp returns 0 below the smallest normal float (fast_math.h), so a
+# product such as x * Phi(x) whose factor underflows is 0 there while still a normal
+# float (up to ~100 * FLT_MIN) in TensorFlow's own exp: closer to the truth, not a bug.
+FLUSH_SLACK = 128 * float(np.finfo(np.float32).tiny)
+
+
+def _compare(runtime: str, got: np.ndarray, expected: np.ndarray, branches, dtype: tf.DType,
+             report: dict) -> None:
+    """Every branch within twice its op's own tolerance of the fused model (each is
+    within once of the float64 truth), NaN and infinities equal."""
+    assert got.shape == expected.shape, (runtime, got.shape, expected.shape)
+    for i, (label, spec, _) in enumerate(branches):
+        a, e = got[:, i].astype(np.float64), expected[:, i].astype(np.float64)
+        tol = spec.tolerance(dtype)
+        fin = np.isfinite(e) & np.isfinite(a)
+        err = np.abs(a[fin] - e[fin])
+        report.setdefault(runtime, {})[label] = {
+            "max_abs": float(err.max(initial=0.0)),
+            "max_rel": float((err / np.maximum(np.abs(e[fin]), 1e-30)).max(initial=0.0)),
+        }
+        bound = Tolerance(rtol=2 * tol.rtol, atol=max(2 * tol.atol, FLUSH_SLACK))
+        assert_close(a, e, bound, f"{runtime} {label}")
+
+
+def _write_report(report: dict, name: str) -> None:
+    path = os.environ.get("TF_OPS_EXPORT_REPORT")
+    if path:
+        existing = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+        existing[name] = report
+        Path(path).write_text(json.dumps(existing, indent=1, sort_keys=True))
+
+
+def test_portable_float32_model_runs_everywhere_without_tf_ops(tmp_path):
+    model, branches = _model()
+    x = _inputs()
+    expected = model(x).numpy()  # the fused ops
+
+    with tf_ops.portable():
+        model.export(str(tmp_path / "export"), verbose=False)
+        tf.saved_model.save(model, str(tmp_path / "saved"))
+        converter = tf.lite.TFLiteConverter.from_keras_model(model)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        (tmp_path / "keras.tflite").write_bytes(converter.convert())
+    for saved in ("export", "saved"):
+        tf_ops_types = [t for t in _saved_model_op_types(tmp_path / saved) if t.startswith("TfOps>")]
+        assert not tf_ops_types, f"{saved}: {tf_ops_types}"
+
+    np.save(tmp_path / "x.npy", x)
+    inp = str(tmp_path / "x.npy")
+    jobs = [
+        {"name": "savedmodel-export", "kind": "savedmodel", "path": str(tmp_path / "export"), "input": inp},
+        {"name": "savedmodel-save", "kind": "savedmodel", "path": str(tmp_path / "saved"), "input": inp},
+        {"name": "tflite", "kind": "tflite_convert", "path": str(tmp_path / "export"), "input": inp},
+        {"name": "tflite-from-keras", "kind": "tflite", "path": str(tmp_path / "keras.tflite"), "input": inp},
+        {"name": "onnx", "kind": "onnx", "path": str(tmp_path / "export"), "input": inp},
+    ]
+    results = _run_jobs(tmp_path, jobs)
+    report = {}
+    for job in jobs:
+        result = results[job["name"]]
+        assert "error" not in result, f"{job['name']}: {result['error']}"
+        ops = result["ops"]
+        assert not [o for o in ops if "TfOps" in o or o.startswith("Flex") or o == "CUSTOM"], ops
+        _compare(job["name"], np.load(result["output"]), expected, branches, tf.float32, report)
+    _write_report(report, "float32")
+
+
+def test_portable_mixed_bfloat16_model_loads_without_tf_ops(tmp_path):
+    model, branches = _model("mixed_bfloat16")
+    x = _inputs()
+    expected = tf.cast(model(x), tf.float32).numpy()
+    with tf_ops.portable():
+        model.export(str(tmp_path / "export"), verbose=False)
+        tf.saved_model.save(model, str(tmp_path / "saved"))
+    np.save(tmp_path / "x.npy", x)
+    jobs = [{"name": f"bf16-{d}", "kind": "savedmodel", "path": str(tmp_path / d),
+             "input": str(tmp_path / "x.npy")} for d in ("export", "saved")]
+    results = _run_jobs(tmp_path, jobs)
+    report = {}
+    for job in jobs:
+        result = results[job["name"]]
+        assert "error" not in result, f"{job['name']}: {result['error']}"
+        got = np.load(result["output"]).astype(np.float32)
+        _compare(job["name"], got, expected, branches, tf.bfloat16, report)
+    _write_report(report, "mixed_bfloat16")
+
+
+def test_dense_gelu_dense_model_exports_to_tflite_and_onnx(tmp_path):
+    """The model of the issue that started this: Dense(16) -> GELU -> Dense(2)."""
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), tf_ops.layers.GELU(),
+                              keras.layers.Dense(2)])
+    x = sample((32, 8), seed=72, lo=-1, hi=0.7).astype(np.float32)
+    expected = model(x).numpy()
+    with tf_ops.portable():
+        model.export(str(tmp_path / "export"), verbose=False)
+    np.save(tmp_path / "x.npy", x)
+    jobs = [{"name": k, "kind": k, "path": str(tmp_path / "export"), "input": str(tmp_path / "x.npy")}
+            for k in ("savedmodel", "tflite_convert", "onnx")]
+    results = _run_jobs(tmp_path, jobs)
+    for job in jobs:
+        result = results[job["name"]]
+        assert "error" not in result, f"{job['name']}: {result['error']}"
+        np.testing.assert_allclose(np.load(result["output"]), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_export_still_needs_tf_ops(tmp_path):
+    """Without portable mode the export holds the fused ops: loading it where tf_ops is
+    not imported fails, naming the op (README: import tf_ops first, or re-export under
+    tf_ops.portable())."""
+    model = keras.Sequential([keras.Input((4,)), tf_ops.layers.GELU()])
+    model.export(str(tmp_path / "fused"), verbose=False)
+    assert "TfOps>Gelu" in _saved_model_op_types(tmp_path / "fused")
+    jobs = [{"name": k, "kind": k, "path": str(tmp_path / "fused")} for k in ("fail_savedmodel", "fail_tflite")]
+    results = _run_jobs(tmp_path, jobs)
+    assert "Op type not registered 'TfOps>Gelu'" in results["fail_savedmodel"]["error"]
+    assert "TfOps>Gelu" in results["fail_tflite"]["error"]
