@@ -443,8 +443,11 @@ def _tf_hard_swish_grad(g, v):
 
 def _celu_ref(x, alpha=1.0):
     x = np.asarray(x, np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.where(x > 0, x, alpha * np.expm1(x / alpha))
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        q = x / alpha
+        # alpha (e^q - 1) = x (1 + q/2 + ...) is x itself for tiny q, which can
+        # underflow to 0 (x = -1e-305, alpha = 3e38) where the value is x.
+        return np.where(x > 0, x, np.where(np.abs(q) < 2.0**-100, x, alpha * np.expm1(q)))
 
 
 def _celu_ref_grad(g, x, alpha=1.0):

@@ -30,7 +30,6 @@ accuracy_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(accuracy_table)
 
 DTYPES = {"float32": tf.float32, "half": tf.half, "bfloat16": tf.bfloat16}
-SAMPLE = 2**21
 
 
 def _attrs_text(attrs: dict) -> str:
@@ -75,7 +74,7 @@ def sampled(sweep_binary, table, tmp_path_factory) -> dict:
     extras = ",".join(hex(b) for b in accuracy_table.worst_float32_inputs(table))
     results, _ = accuracy_table.sweep(
         sweep_binary,
-        ["--variants", "all", "--sample", str(SAMPLE), "--seed", "14",
+        [*accuracy_table.test_sample_args(),
          "--extra-float-bits", extras, "--tolerances", str(tolerances)],
         tmp / "sample.json", timeout=600,
     )

@@ -75,7 +75,9 @@ THRESHOLDS = (
 
 _WIDTH = {tf.half: 16, tf.bfloat16: 32, tf.float32: 32, tf.float64: 64}
 # Attribute limits the ops impose (besides finiteness, which test_errors checks).
-_ATTR_MIN = {("Elu", "alpha"): 0.0}
+# Celu's alpha > 0: the smallest normal float, as a subnormal alpha reads as 0 in
+# the kernels' flush-to-zero mode (and is rejected).
+_ATTR_MIN = {("Elu", "alpha"): 0.0, ("Celu", "alpha"): 2.0**-126}
 
 
 def _pool(dtype: tf.DType) -> list[float]:

@@ -296,9 +296,14 @@ struct Celu {
   static constexpr bool kGradTakesOutputs = false;
   float alpha = 1.0f;
 
+  // Where |x / alpha| < 2^-100 (alpha huge), e^q - 1 = q in float and double
+  // alike, so f = x; q itself may be subnormal there, and flushed to 0 on
+  // the CPU, which would make alpha * Expm1(q) a zero.
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    return Select(x > T(0), x, T(alpha) * Expm1(x / T(alpha)));
+    const T q = x / T(alpha);
+    return Select(Or(x > T(0), Abs(q) < T(0x1p-100)), x,
+                  T(alpha) * Expm1(q));
   }
   template <typename T>
   TF_OPS_HOST_DEVICE T Derivative(T x) const {

@@ -445,7 +445,9 @@ inline void Record(Stats* st, const Format& f, double got, double want,
   st->ulps.Offer(err, in, got, want);
   if (tol != nullptr) {
     const double allowed = tol->rtol * std::fabs(want) + tol->atol;
-    const double e = std::isfinite(err) ? std::fabs(got - want) : err;
+    // A correct overflow (err 0: the infinity `want` rounds to) is no error.
+    const double e =
+        err == 0 ? 0.0 : (std::isfinite(err) ? std::fabs(got - want) : err);
     st->tolerance.Offer(e / allowed, in, got, want);
   }
 }

@@ -5,13 +5,16 @@ The table (between the markers below) is the one statement of the library's
 maximum errors. `make accuracy` runs the full sweep (every float32 input) and
 writes it; tests/test_accuracy.py runs a sampled sweep and fails where the
 library's error exceeds it. Each path cell reads "<max ulps> at <input>": the
-bound, rounded up to 3 significant digits, and the input (x) where the full
+bound, rounded up to 4 significant digits (3 would turn half's 0.50004
+into 0.501, beyond what the tests' tolerances allow), and the input (x) where the full
 sweep found it, which the sampled sweep evaluates again.
 
 Usage (what `make accuracy` runs):
   python tools/accuracy/accuracy_table.py --build-dir build-accuracy --full \
       --write docs/ops.md
-(--from-json build-accuracy/accuracy-full.json renders an earlier sweep again.)
+(--from-json build-accuracy/accuracy-full.json renders an earlier sweep again;
+without --full, a sampled table: 2^24 float32 inputs for every variant.)
+Every table also includes `make test`'s own sample (TEST_SAMPLE, TEST_SEED).
 Example:
   >>> ceil_significant(267.71)
   '268'
@@ -40,8 +43,14 @@ HEADER = (
     "| op | attributes | pass | dtype | baseline | avx2 | avx512 | underflow tail (× FLT_MIN) "
     "| inputs |"
 )
-# float32 inputs of the attribute variants a full sweep samples (reference.h).
+# float32 inputs of the attribute variants a full sweep samples (reference.h),
+# and of every variant in a sampled table.
 FULL_SWEEP_SAMPLE = 2**24
+# The sampled sweep `make test` runs (tests/test_accuracy.py): every table is
+# also measured on exactly these inputs, so that a sample drawn differently
+# from the table's cannot find a larger error in unchanged code.
+TEST_SAMPLE = 2**21
+TEST_SEED = 14
 NONE = "—"
 
 Key = tuple  # (op, attrs, pass, dtype)
@@ -81,17 +90,69 @@ def row_key(row: dict) -> Key:
 # ---------------------------------------------------------------- render ---
 
 
+def merge(results: list[dict]) -> dict:
+    """Several sweeps' results as one: per row and path the largest error (and
+    where), the largest tail error and tolerance ratio, the counts summed.
+
+    Example:
+      >>> a = {"mode": "full", "float32_inputs": 4, "threads": 2, "seconds": 60, "rows": []}
+      >>> merge([a, dict(a, mode="sample", float32_inputs=2)])["float32_inputs"]
+      4
+    """
+    counts = ("inputs", "swept", "over_half_ulp", "over_one_ulp", "tail_inputs", "specials",
+              "special_failures", "zero_sign_failures", "nan_gradient_failures", "seconds")
+    merged: dict[tuple, dict] = {}
+    for result in results:
+        for r in result["rows"]:
+            key = (*row_key(r), r["isa"])
+            if key not in merged:
+                merged[key] = dict(r)
+                continue
+            m = merged[key]
+            if r["max_ulps"] > m["max_ulps"]:
+                for k in ("max_ulps", "at_bits", "at_value", "got", "want"):
+                    m[k] = r[k]
+            if r["tail_max_abs_in_min_normals"] > m["tail_max_abs_in_min_normals"]:
+                for k in r:
+                    if k.startswith("tail_") and k != "tail_inputs":
+                        m[k] = r[k]
+            if r["tolerance_ratio"] > m["tolerance_ratio"]:
+                m["tolerance_ratio"], m["tolerance_at_bits"] = r["tolerance_ratio"], r["tolerance_at_bits"]
+            if not m["first_special_failure"]:
+                m["first_special_failure"] = r["first_special_failure"]
+            for k in counts:
+                m[k] += r[k]
+    return {
+        "mode": "full" if any(r["mode"] == "full" for r in results) else "sample",
+        "float32_inputs": max(r["float32_inputs"] for r in results),
+        "threads": results[0]["threads"],
+        "seconds": sum(r["seconds"] for r in results),
+        "rows": list(merged.values()),
+    }
+
+
 def render(results: dict, when: str, command: str) -> str:
-    """The Markdown block (markers included) for a full sweep's JSON results."""
+    """The Markdown block (markers included) for a sweep's JSON results."""
     rows: dict[Key, dict[str, dict]] = {}
     for r in results["rows"]:
         rows.setdefault(row_key(r), {})[r["isa"]] = r
+    if results["mode"] == "full":
+        what = (
+            f"Full sweep: `{command}`, {when}; every float32 bit pattern for the default "
+            f"attributes (and Gelu's tanh form), {FULL_SWEEP_SAMPLE:,} of them spread over the "
+            f"whole range plus `make test`'s sample and the previous maxima for the other "
+            f"variants"
+        )
+    else:
+        what = (
+            f"Sampled sweep, **not** the full one: `{command}`, {when}; for every variant "
+            f"{FULL_SWEEP_SAMPLE:,} float32 inputs spread over all bit patterns, `make test`'s "
+            f"sample ({TEST_SAMPLE:,}) and the previous maxima"
+        )
     lines = [
         BEGIN,
-        f"Full sweep: `{command}`, {when}; every float32 bit pattern for the default "
-        f"attributes (and Gelu's tanh form), {FULL_SWEEP_SAMPLE:,} of them spread over the "
-        f"whole range plus the previous maxima for the other variants, every half and "
-        f"bfloat16 one; {results['threads']} threads, {results['seconds'] / 60:.0f} min.",
+        f"{what}, every half and bfloat16 input; {results['threads']} threads, "
+        f"{results['seconds'] / 60:.0f} min.",
         "",
         HEADER,
         "|---|---|---|---|---|---|---|---|---|",
@@ -104,7 +165,9 @@ def render(results: dict, when: str, command: str) -> str:
             if r is None:
                 cells.append(NONE)
             else:
-                cells.append(f"{ceil_significant(r['max_ulps'])} at {_value_text(r['at_value'])}")
+                cells.append(
+                    f"{ceil_significant(r['max_ulps'], 4)} at {_value_text(r['at_value'])}"
+                )
         tails = [r for r in by_path.values() if r["tail_inputs"] > 0]
         if tails:
             worst = max(tails, key=lambda r: r["tail_max_abs_in_min_normals"])
@@ -243,7 +306,18 @@ def sweep(binary: Path, args: Iterable[str], json_path: Path, timeout: float | N
     )
     if proc.returncode not in (0, 1) or not json_path.exists():
         raise RuntimeError(f"accuracy_sweep failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return json.loads(json_path.read_text()), proc.stdout
+    return load(json_path), proc.stdout
+
+
+def load(json_path: Path) -> dict:
+    """A sweep's JSON results, with the non-finite numbers it writes as
+    strings ("inf", "nan") as floats again."""
+    results = json.loads(json_path.read_text())
+    for r in results["rows"]:
+        for k, v in r.items():
+            if v in ("inf", "-inf", "nan"):
+                r[k] = float(v)
+    return results
 
 
 def _cpu_model() -> str:
@@ -256,41 +330,54 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def test_sample_args() -> list[str]:
+    """accuracy_sweep's arguments for `make test`'s sample (all variants)."""
+    return ["--variants", "all", "--sample", str(TEST_SAMPLE), "--seed", str(TEST_SEED)]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build-dir", type=Path, default=ROOT / "build-accuracy")
-    p.add_argument("--full", action="store_true", help="every float32 input (else a sample)")
+    p.add_argument("--full", action="store_true",
+                   help="every float32 input (else 2^24 of them for every variant)")
     p.add_argument("--write", type=Path, help="rewrite this file's table with the results")
     p.add_argument("--check", type=Path, default=ROOT / "docs" / "ops.md",
                    help="compare the results with this file's table")
-    p.add_argument("--from-json", type=Path,
-                   help="use these results of an earlier sweep instead of running one")
+    p.add_argument("--from-json", type=Path, nargs="+",
+                   help="use these results of earlier sweeps (merged) instead of running one")
     p.add_argument("sweep_args", nargs="*", help="more arguments for accuracy_sweep")
     a = p.parse_args(argv)
     json_path = a.build_dir / ("accuracy-full.json" if a.full else "accuracy-sample.json")
     args = [
-        "--variants", "all",
-        *(["--full", "--sample", str(FULL_SWEEP_SAMPLE)] if a.full else []),
+        "--variants", "all", "--sample", str(FULL_SWEEP_SAMPLE),
+        *(["--full"] if a.full else []),
         *a.sweep_args,
     ]
     try:
         table = parse(a.check.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         table = {}
+    extras = []
     if table:
-        args += ["--extra-float-bits", ",".join(hex(b) for b in worst_float32_inputs(table))]
+        extras = ["--extra-float-bits", ",".join(hex(b) for b in worst_float32_inputs(table))]
     if a.from_json:
-        results = json.loads(a.from_json.read_text())
+        results = merge([load(f) for f in a.from_json])
     else:
         binary = build(a.build_dir)
-        print(f"accuracy_sweep {' '.join(args)}", flush=True)
-        results, out = sweep(binary, args, json_path)
-        print(out, end="")
+        runs = []
+        for run_args, path in ((args + extras, json_path),
+                               (test_sample_args() + a.sweep_args + extras,
+                                a.build_dir / "accuracy-test-sample.json")):
+            print(f"accuracy_sweep {' '.join(run_args)}", flush=True)
+            result, out = sweep(binary, run_args, path)
+            print(out, end="")
+            runs.append(result)
+        results = merge(runs)
     if a.write:
         # Report what changed against the old table, then write the new one.
         for line in violations(results, table) if table else []:
             print("above the previous table:", line)
-        command = "make accuracy" if a.full else f"accuracy_table.py {' '.join(args)}"
+        command = "make accuracy" if a.full else "make accuracy-sampled"
         when = f"{datetime.date.today().isoformat()}, {_cpu_model()}"
         write(a.write, render(results, when, command))
         print(f"wrote the accuracy table into {a.write}")

@@ -277,6 +277,33 @@ struct Reference<HardSwish> {
   static Limits LimitsOf(const HardSwish&) { return {kInf, -0.0, 1.0, 0.0}; }
 };
 
+// ------------------------------------------------------------------ Celu ---
+template <>
+struct Reference<Celu> {
+  static std::vector<Variant<Celu>> Variants() {
+    std::vector<Variant<Celu>> v;
+    for (float a : {1.0f, 0.5f, 3.0f}) {
+      Celu op;
+      op.alpha = a;
+      v.push_back({op, "alpha=" + AttrString(a), v.empty()});
+    }
+    return v;
+  }
+  // f = x for x > 0, else alpha (e^(x / alpha) - 1); x / alpha exact in R.
+  template <typename R>
+  static R Forward(const Celu& op, R x) {
+    return x > 0 ? x : R(op.alpha) * std::expm1(x / R(op.alpha));
+  }
+  // f' = 1 for x > 0, else e^(x / alpha) (continuous at 0).
+  template <typename R>
+  static Value<R> Grad(const Celu& op, R x) {
+    return Plain(x > 0 ? R(1) : std::exp(x / R(op.alpha)));
+  }
+  static Limits LimitsOf(const Celu& op) {
+    return {kInf, -static_cast<double>(op.alpha), 1.0, 0.0};
+  }
+};
+
 // f and f' at any input, NaN and infinities included. NaN in gives NaN out.
 template <typename Op, typename R>
 R ForwardAt(const Op& op, R x) {
