@@ -249,6 +249,11 @@ std::vector<Swish> Variants(Swish) {
 }
 std::vector<Mish> Variants(Mish) { return {Mish{}}; }
 std::vector<HardSwish> Variants(HardSwish) { return {HardSwish{}}; }
+std::vector<Celu> Variants(Celu) {
+  std::vector<Celu> v;
+  for (float a : {1.0f, 0.5f, 3.0f}) v.push_back(Celu{a});
+  return v;
+}
 
 template <typename Family, typename Op>
 void CheckAllVariants(bool quick, Tally* t) {

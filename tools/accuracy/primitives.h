@@ -105,10 +105,10 @@ struct TanhSoftplusF {
   static bool InDomain(double x) { return Any(x); }
 };
 
-// Phase-2 candidates: Gelu's forward and derivative as activation_math.h
-// computes them now (through ErfcF of a rounded -x / sqrt 2, and a separate
-// exponential), and through NormalCdfPdfF, to measure the change before it
-// is wired in. The derivatives are swept for x < -1.5 only: around its zero
+// Gelu's forward and derivative as activation_math.h computed them before
+// (through ErfcF of a rounded -x / sqrt 2, and a separate exponential), and
+// through NormalCdfPdfF, which math_primitives.h's Normal now uses for host
+// floats: the measurement that justified the change. The derivatives are swept for x < -1.5 only: around its zero
 // at -0.75 the error is absolute (the op sweep measures it in ulps of the
 // terms), which would hide the tail this is about.
 constexpr float kInvSqrt2 = 0.70710678118654752f;
