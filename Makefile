@@ -112,3 +112,31 @@ clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops*.so \
 	  tf_ops/_tf_ops*.build.json build-bazel $(ENGINE_TEST_DIR) $(WHEEL_BUILD_DIR) build-pip dist \
 	  build-tests build-tf*
+
+# The accuracy tool (tools/accuracy/, TF-free): accuracy_sweep measures every
+# op's largest error over every float32, half and bfloat16 input on each
+# instruction-set path; engine_microbench times the engine's loops.
+#   make accuracy   the full sweep (about an hour on 2 cores); rewrites the
+#                   accuracy table in docs/ops.md, which `make test` checks a
+#                   sampled sweep against (tests/test_accuracy.py)
+#   make accuracy-sampled  the same table from 2^24 float32 inputs per variant
+#                   (minutes, not an hour); the table says it is sampled
+ACCURACY_DIR := build-accuracy
+.PHONY: accuracy-build accuracy accuracy-sampled accuracy-clean
+accuracy-build:
+	cmake -S tools/accuracy -B $(ACCURACY_DIR) > /dev/null
+	cmake --build $(ACCURACY_DIR) --parallel 2
+
+accuracy: accuracy-build
+	$(PYTHON) tools/accuracy/accuracy_table.py --build-dir $(ACCURACY_DIR) --full \
+	  --write docs/ops.md
+
+accuracy-sampled: accuracy-build
+	$(PYTHON) tools/accuracy/accuracy_table.py --build-dir $(ACCURACY_DIR) \
+	  --write docs/ops.md
+
+accuracy-clean:
+	rm -rf $(ACCURACY_DIR)
+
+test: accuracy-build
+clean: accuracy-clean
