@@ -115,7 +115,7 @@ struct Executor<CpuDevice> {
     // Both derivatives in one pass: about twice the forward's work.
     ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
         n,
-        tsl::thread::ThreadPool::SchedulingParams::Adaptive(
+        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
             2 * Op::kCyclesPerElement),
         [&](int64_t begin, int64_t end) {
           CpuGradGrad(op, DtypeOf<T>(), u, g, v, d_g, d_v, begin, end);
