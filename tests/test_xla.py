@@ -19,7 +19,7 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels
 
 import tf_ops
-from checks import assert_close
+from checks import assert_close, tape_derivatives
 from op_specs import (
     DTYPE_IDS,
     EPS,
@@ -75,13 +75,7 @@ def _all_passes(spec, attrs):
     from nested tapes, and the grad op called directly on (g, v)."""
 
     def fn(x, g, v):
-        with tf.GradientTape() as outer:
-            outer.watch(x)
-            with tf.GradientTape() as inner:
-                inner.watch(x)
-                y = spec.forward(x, **attrs)
-            dx = inner.gradient(y, x, output_gradients=g)
-        d2x = outer.gradient(dx, x)
+        y, dx, d2x = tape_derivatives(lambda t: spec.forward(t, **attrs), x, g)
         return y, dx, d2x, spec.grad_op(g, v, **attrs)
 
     return fn
