@@ -1,32 +1,48 @@
 # tf_ops: every target does its own set-up from a fresh clone, idempotently.
-#   make build   .venv with the pinned TensorFlow + tools, then the op library
+#   make build   .venv with the pinned TensorFlow + tools, then the op library; .venv can then
+#                `import tf_ops` from any folder (this source tree, on its path)
 #   make test    build, the engine's sanitizer test, then the pytest suite
 #   make engine-test  the CPU engine under ASan + UBSan (TF-free, tests/engine/)
 #   make demo    build, then a short script using the ops from TF and Keras
 #   make bench   build, then the benchmark suite (BENCH_ARGS="--quick" for ~1 min)
+#   make wheel   a wheel in dist/, built against .venv's TensorFlow (and requiring exactly it)
+#   make compat TF=2.20  the whole suite against another TensorFlow (TF_DIST=tensorflow-cpu
+#                for that distribution), in a copy of the sources with a venv of its own
 #   make bazel-build  the CPU library with Bazel, in build-bazel/ (see README)
 # TF_OPS_CUDA=AUTO|ON|OFF chooses the CUDA kernels (AUTO: when nvcc is found),
 # TF_OPS_XLA=AUTO|ON|OFF the XLA lowerings (AUTO: when TF has the headers).
 
 PYTHON ?= python3
-VENV := .venv
+# The TensorFlow the venv gets and the library is compiled against: a minor version and a
+# distribution (tensorflow or tensorflow-cpu). The .so binds to TF internals with no stable ABI.
+TF ?= 2.21
+TF_DIST ?= tensorflow
+VENV ?= .venv
 PY := $(VENV)/bin/python
 TF_OPS_CUDA ?= AUTO
 TF_OPS_XLA ?= AUTO
-BUILD_DIR := build
-# The requirements file's checksum names the stamp, so editing it reinstalls.
-REQ_STAMP := $(VENV)/.installed-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
+BUILD_DIR ?= build
+ENGINE_TEST_DIR ?= build-engine-test
+WHEEL_BUILD_DIR ?= $(BUILD_DIR)-wheel
+# TensorFlow and the requirements file's checksum name the stamp, so changing either reinstalls.
+REQ_STAMP := $(VENV)/.installed-$(TF_DIST)-$(TF)-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
+TF_DISTRIBUTIONS := tensorflow tensorflow-cpu
 
-.PHONY: venv build engine-test test demo bench gpu-selftest bazel-build clean
+.PHONY: venv build engine-test test demo bench wheel compat gpu-selftest bazel-build clean
 
 venv: $(REQ_STAMP)
 
+# The other TensorFlow distribution is removed first: both install the same files.
 $(REQ_STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip uninstall --quiet --yes $(filter-out $(TF_DIST),$(TF_DISTRIBUTIONS))
+	$(PY) -m pip install --quiet "$(TF_DIST)==$(TF).*" -r requirements-dev.txt
 	rm -f $(VENV)/.installed-* && touch $@
 
+# The last step is the development install: a .pth file in the venv's site-packages puts this
+# tree on sys.path (after site-packages), so the package and the library built here import from
+# any folder without a second build. Rewritten only when it changes.
 build: venv
 	cmake -S . -B $(BUILD_DIR) -DPython3_EXECUTABLE=$(abspath $(PY)) \
 	  -DTF_OPS_CUDA=$(TF_OPS_CUDA) -DTF_OPS_XLA=$(TF_OPS_XLA) \
@@ -34,10 +50,13 @@ build: venv
 	  || (cat $(BUILD_DIR).configure.log; exit 1)
 	grep -E "tf_ops:" $(BUILD_DIR).configure.log
 	cmake --build $(BUILD_DIR) --parallel 2
+	$(PY) -c 'import pathlib, sys, sysconfig; \
+	  pth = pathlib.Path(sysconfig.get_path("purelib"), "tf_ops_source_tree.pth"); \
+	  line = sys.argv[1] + "\n"; \
+	  pth.exists() and pth.read_text() == line or pth.write_text(line)' $(CURDIR)
 
 # The CPU engine and activation math, TF-free, built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (Eigen for half/bfloat16 comes from the TF wheel).
-ENGINE_TEST_DIR := build-engine-test
 engine-test: venv
 	mkdir -p $(ENGINE_TEST_DIR)
 	cmake -S tests/engine -B $(ENGINE_TEST_DIR) -DPython3_EXECUTABLE=$(abspath $(PY)) \
@@ -50,11 +69,35 @@ engine-test: venv
 test: build engine-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# PYTHONPATH: this tree's package even where pip has installed another into the venv.
 demo: build
 	PYTHONPATH=$(CURDIR) $(PY) examples/demo.py
 
 bench: build
 	PYTHONPATH=$(CURDIR) $(PY) -m tf_ops.bench $(BENCH_ARGS)
+
+# pip builds with scikit-build-core (pyproject.toml) against the venv's TensorFlow, in a CMake
+# tree of its own that later `make wheel` runs reuse.
+wheel: venv
+	TF_OPS_CUDA=$(TF_OPS_CUDA) TF_OPS_XLA=$(TF_OPS_XLA) $(PY) -m pip wheel --quiet \
+	  --no-build-isolation --no-deps --wheel-dir dist \
+	  --config-settings=build-dir=$(abspath $(WHEEL_BUILD_DIR)) .
+	@ls -1t dist/*.whl | head -1
+
+# The library lives inside the package (tf_ops/_tf_ops.so) and is tied to one TensorFlow, so
+# another TensorFlow gets a copy of the sources (build-tf2.20/src: what git tracks or would,
+# mtimes kept, so only what changed recompiles), its own venv (.venv-tf2.20, or
+# .venv-tf2.20-cpu for tensorflow-cpu) and build trees (build-tf2.20/), and runs `make test`
+# there. PYTEST_ARGS='-m "not slow"' runs the quick part.
+COMPAT := tf$(TF)$(patsubst tensorflow%,%,$(TF_DIST))
+compat:
+	@test "$(origin TF)" = "command line" \
+	  || (echo "usage: make compat TF=2.20 [TF_DIST=tensorflow-cpu] [PYTEST_ARGS=...]"; exit 2)
+	tools/copy_sources.sh build-$(COMPAT)/src
+	$(MAKE) -C build-$(COMPAT)/src test VENV=$(CURDIR)/.venv-$(COMPAT) \
+	  BUILD_DIR=$(CURDIR)/build-$(COMPAT)/build \
+	  ENGINE_TEST_DIR=$(CURDIR)/build-$(COMPAT)/engine-test \
+	  TF=$(TF) TF_DIST=$(TF_DIST) PYTEST_ARGS='$(PYTEST_ARGS)'
 
 # CPU kernels only; installs Debian's bazel-bootstrap when bazel is missing,
 # and shuts the Bazel server down afterwards.
@@ -65,6 +108,36 @@ bazel-build: venv
 gpu-selftest:
 	tools/gpu_selftest.sh
 
+# Venvs (.venv, .venv-tf*) stay; the install tests' venvs under build-tests/ go.
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops.so \
-	  tf_ops/_tf_ops.build.json build-bazel $(ENGINE_TEST_DIR)
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops*.so \
+	  tf_ops/_tf_ops*.build.json build-bazel $(ENGINE_TEST_DIR) $(WHEEL_BUILD_DIR) build-pip dist \
+	  build-tests build-tf*
+
+# The accuracy tool (tools/accuracy/, TF-free): accuracy_sweep measures every
+# op's largest error over every float32, half and bfloat16 input on each
+# instruction-set path; engine_microbench times the engine's loops.
+#   make accuracy   the full sweep (about an hour on 2 cores); rewrites the
+#                   accuracy table in docs/ops.md, which `make test` checks a
+#                   sampled sweep against (tests/test_accuracy.py)
+#   make accuracy-sampled  the same table from 2^24 float32 inputs per variant
+#                   (minutes, not an hour); the table says it is sampled
+ACCURACY_DIR := build-accuracy
+.PHONY: accuracy-build accuracy accuracy-sampled accuracy-clean
+accuracy-build:
+	cmake -S tools/accuracy -B $(ACCURACY_DIR) > /dev/null
+	cmake --build $(ACCURACY_DIR) --parallel 2
+
+accuracy: accuracy-build
+	$(PYTHON) tools/accuracy/accuracy_table.py --build-dir $(ACCURACY_DIR) --full \
+	  --write docs/ops.md
+
+accuracy-sampled: accuracy-build
+	$(PYTHON) tools/accuracy/accuracy_table.py --build-dir $(ACCURACY_DIR) \
+	  --write docs/ops.md
+
+accuracy-clean:
+	rm -rf $(ACCURACY_DIR)
+
+test: accuracy-build
+clean: accuracy-clean

@@ -55,6 +55,18 @@ def assert_close(actual, expected, tol: Tolerance, what: str = "", check_zero_si
         )
 
 
+def tape_derivatives(forward, x, g):
+    """(y, dy/dx for upstream g, d/dx of that) through nested GradientTapes: what a
+    user's second derivative runs (forward, grad and grad-grad ops)."""
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = forward(x)
+        dx = inner.gradient(y, x, output_gradients=g)
+    return y, dx, outer.gradient(dx, x)
+
+
 def assert_library_still_works():
     """After an error: every op of every spec still runs and is right (float32)."""
     x = np.array([-1.5, -0.25, 0.5, 2.0])

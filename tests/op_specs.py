@@ -124,6 +124,9 @@ class OpSpec:
     ref_limits: Callable[..., dict]  # {+inf: f(+inf), -inf: f(-inf)} as limits, per attrs
     kinks: Sequence[float] = ()  # where f' jumps, in x and in the grad op's v
     invalid_attrs: Sequence[tuple[dict, str]] = ()  # (attrs, regex the error must match)
+    # The smallest value a float attribute may take, where the op restricts it beyond
+    # finiteness (activation_attrs.h): smaller values are rejected.
+    attr_min: Mapping[str, float] = dataclasses.field(default_factory=dict)
     # TF's own kernels, when they compute the same thing for these attrs (else None).
     builtin_forward: Callable[[Attrs], Callable | None] = lambda attrs: None
     builtin_grad: Callable[[Attrs], Callable | None] = lambda attrs: None
@@ -249,6 +252,7 @@ def _times(x, w):
 
 
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
+FLT_MIN = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_A = 0.044715
 
@@ -443,8 +447,9 @@ def _tf_hard_swish_grad(g, v):
 
 def _celu_ref(x, alpha=1.0):
     x = np.asarray(x, np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.where(x > 0, x, alpha * np.expm1(x / alpha))
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        t = x / alpha  # alpha * expm1(t) is x where t is tiny, also where t underflows
+        return np.where(x > 0, x, np.where(np.abs(t) < 1e-30, x, alpha * np.expm1(t)))
 
 
 def _celu_ref_grad(g, x, alpha=1.0):
@@ -516,6 +521,7 @@ SPECS: tuple[OpSpec, ...] = (
         ref_limits=_elu_limits,
         kinks=(0.0,),
         invalid_attrs=(({"alpha": -0.3}, r"alpha.*>= 0"),) + _NON_FINITE,
+        attr_min={"alpha": 0.0},
         builtin_forward=lambda attrs: tf.nn.elu if attrs["alpha"] == 1.0 else None,
         builtin_grad=lambda attrs: (
             (lambda g, v: tf.raw_ops.EluGrad(gradients=g, outputs=v)) if attrs["alpha"] == 1.0 else None
@@ -612,7 +618,9 @@ SPECS: tuple[OpSpec, ...] = (
         attr_variants=({"alpha": 1.0}, {"alpha": 0.5}, {"alpha": 3.0}),
         ref_limits=lambda alpha=1.0: {math.inf: math.inf, -math.inf: -alpha},
         kinks=(0.0,),  # f' is continuous there, f'' is not
-        invalid_attrs=(({"alpha": 0.0}, r"alpha.*> 0"), ({"alpha": -1.0}, r"alpha.*> 0")) + _NON_FINITE,
+        invalid_attrs=(({"alpha": 0.0}, r"alpha.*> 0"), ({"alpha": -1.0}, r"alpha.*> 0"),
+                       ({"alpha": 1e-40}, r"alpha.*normal")) + _NON_FINITE,
+        attr_min={"alpha": FLT_MIN},  # a positive normal float: x / alpha stays meaningful
         builtin_forward=lambda attrs: (lambda x: keras.activations.celu(x, alpha=attrs["alpha"])),
         builtin_grad=lambda attrs: _tape_grad(lambda x: keras.activations.celu(x, alpha=attrs["alpha"])),
         builtin_atol_eps=2.0,

@@ -4,8 +4,9 @@
   finite Python floats that overflow the float32 attribute, like 1e39); none is
   given a meaning.
 - Every finite value the op accepts is accepted in eager, tf.function and v1
-  graphs, extremes included (+-0, the smallest subnormal, +-FLT_MAX; Elu:
-  alpha >= 0; Celu: alpha > 0), and never turns a non-NaN input into NaN, infinities included.
+  graphs, extremes included (+-0, the smallest subnormal, +-FLT_MAX, within
+  the op's own limits: OpSpec.attr_min, e.g. Elu's alpha >= 0), and never turns
+  a non-NaN input into NaN, infinities included.
   (Their values are checked against the references by test_properties.py.)
 - Attributes of the wrong Python type fail with TypeError.
 - A GraphDef edited to carry a non-finite attribute or an unsupported dtype is
@@ -26,6 +27,7 @@ from op_specs import DTYPE_IDS, SPECS, as_f64, dtype_params, to_dtype
 GRAPH_ERRORS = (ValueError, tf.errors.InvalidArgumentError)
 FLT_MAX = float(np.finfo(np.float32).max)
 FLT_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
+FLT_MIN = float(np.finfo(np.float32).tiny)
 
 # (spec, float attribute) for every float attribute of every op.
 FLOAT_ATTRS = [
@@ -34,9 +36,6 @@ FLOAT_ATTRS = [
     for key, value in spec.attr_variants[0].items()
     if isinstance(value, float)
 ]
-# The range restrictions on a finite attribute (see activation_attrs.h):
-# (op, attribute) -> whether 0 is allowed; negative values never are.
-NON_NEGATIVE = {("Elu", "alpha"): True, ("Celu", "alpha"): False}
 
 
 def _float_attr_params(values_for):
@@ -70,12 +69,9 @@ def test_attr_overflowing_float32_is_rejected(spec, key, value, which, mode):
 
 
 def _extremes(spec, key):
-    values = [FLT_TRUE_MIN, FLT_MAX, 1e-30, 1e30]
-    if NON_NEGATIVE.get((spec.name, key), True):
-        values += [0.0, -0.0]
-    if (spec.name, key) not in NON_NEGATIVE:
-        values += [-FLT_TRUE_MIN, -FLT_MAX, -1e30]
-    return values
+    values = [0.0, -0.0, FLT_TRUE_MIN, FLT_MIN, FLT_MAX, 1e-30, 1e30, -FLT_TRUE_MIN, -FLT_MAX, -1e30]
+    lo = spec.attr_min.get(key)  # the op's own limit (OpSpec.attr_min)
+    return [v for v in values if lo is None or v >= lo]
 
 
 SPECIAL_INPUTS = np.array(

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 import tf_ops
-from checks import assert_close, assert_library_still_works, in_mode, mode_params
+from checks import assert_close, assert_library_still_works, in_mode, mode_params, tape_derivatives
 from op_specs import (
     DTYPE_IDS,
     EPS,
@@ -343,13 +343,7 @@ def test_nested_tapes_every_dtype_and_tails(spec, attrs, dtype, mode):
     _, g, x, _ = _inputs(spec, attrs, dtype, seed=65)
 
     def second(x, g):
-        with tf.GradientTape() as outer:
-            outer.watch(x)
-            with tf.GradientTape() as inner:
-                inner.watch(x)
-                y = spec.forward(x, **attrs)
-            dx = inner.gradient(y, x, output_gradients=g)
-        return outer.gradient(dx, x)
+        return tape_derivatives(lambda t: spec.forward(t, **attrs), x, g)[2]
 
     d2x = in_mode(second, mode)(tf.constant(x), tf.constant(g))
     assert d2x.dtype == dtype

@@ -165,6 +165,19 @@ def test_matches_keras_activation(layer, keras_fn):
     np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.5, 3.0])
+def test_celu_matches_keras_activation_except_its_kink(alpha):
+    """Keras's celu is max(x, 0) + alpha * expm1(min(x, 0) / alpha): its autodiff takes
+    both branches at x = 0 and says f'(0) = 2. CELU's derivative is continuous: 1."""
+    x = sample()
+    ours = value_and_grad(L.CELU(alpha=alpha), x)
+    theirs = value_and_grad(lambda t: keras.activations.celu(t, alpha=alpha), x)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-6)
+    kink = x == 0
+    assert kink.any() and np.all(ours[1][kink] == 1.0) and np.all(theirs[1][kink] == 2.0)
+    np.testing.assert_allclose(ours[1][~kink], theirs[1][~kink], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_activation_function_in_dense_serializes(name):
     fn = getattr(tf_ops, name)

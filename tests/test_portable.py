@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import tf_ops
-from checks import assert_close
+from checks import assert_close, tape_derivatives
 from op_specs import (
     DTYPE_IDS,
     SPECS,
@@ -47,13 +47,7 @@ def _all_passes(spec, attrs):
     the grad op and the grad-grad op called directly."""
 
     def fn(x, g, v):
-        with tf.GradientTape() as outer:
-            outer.watch(x)
-            with tf.GradientTape() as inner:
-                inner.watch(x)
-                y = spec.forward(x, **attrs)
-            dx = inner.gradient(y, x, output_gradients=g)
-        d2x = outer.gradient(dx, x)
+        y, dx, d2x = tape_derivatives(lambda t: spec.forward(t, **attrs), x, g)
         grad_grad = getattr(tf_ops, f"{function_name(spec)}_grad_grad")
         return (y, dx, d2x, spec.grad_op(g, v, **attrs), *grad_grad(g, g, v, **attrs))
 

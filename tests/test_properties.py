@@ -74,8 +74,6 @@ THRESHOLDS = (
 )  # fmt: skip
 
 _WIDTH = {tf.half: 16, tf.bfloat16: 32, tf.float32: 32, tf.float64: 64}
-# Attribute limits the ops impose (besides finiteness, which test_errors checks).
-_ATTR_MIN = {("Elu", "alpha"): 0.0}
 
 
 def _pool(dtype: tf.DType) -> list[float]:
@@ -103,7 +101,7 @@ def _attrs(draw, spec: OpSpec) -> dict:
         if isinstance(default, bool):
             attrs[key] = draw(st.booleans())
             continue
-        lo = _ATTR_MIN.get((spec.name, key))
+        lo = spec.attr_min.get(key)  # the op's limit besides finiteness (test_errors checks that)
         extremes = [0.0, -0.0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1e30, -1e30]
         extremes = [v for v in extremes if lo is None or v >= lo]
         attrs[key] = draw(

@@ -1,5 +1,5 @@
 """Keras 3 layers computing the fused tf_ops activations: one per activation
-(`LeakyReLU`, `ELU`, `GELU`, `Swish`, `Mish`, `HardSwish`, ...), made from the table
+(`LeakyReLU`, `ELU`, `GELU`, `Swish`, `Mish`, `HardSwish`, `CELU`), made from the table
 in ``tf_ops/python/activation_table.py``.
 
 Example:

@@ -249,7 +249,11 @@ std::vector<Swish> Variants(Swish) {
 }
 std::vector<Mish> Variants(Mish) { return {Mish{}}; }
 std::vector<HardSwish> Variants(HardSwish) { return {HardSwish{}}; }
-std::vector<Celu> Variants(Celu) { return {Celu{}, Celu{0.5f}}; }
+std::vector<Celu> Variants(Celu) {
+  std::vector<Celu> v;
+  for (float a : {1.0f, 0.5f, 3.0f, 1e-3f}) v.push_back(Celu{a});
+  return v;
+}
 std::vector<Sigmoid> Variants(Sigmoid) { return {Sigmoid{}}; }
 
 template <typename Family, typename Op>

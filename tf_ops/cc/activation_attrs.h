@@ -9,6 +9,7 @@
 #define TF_OPS_CC_ACTIVATION_ATTRS_H_
 
 #include <cmath>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -71,9 +72,12 @@ template <typename Ctx>
 absl::Status ReadAttrs(Ctx* ctx, Celu* op) {
   TF_RETURN_IF_ERROR(ctx->GetAttr("alpha", &op->alpha));
   TF_RETURN_IF_ERROR(RequireFinite(Celu::kName, "alpha", op->alpha));
-  if (op->alpha > 0.0f) return absl::OkStatus();
+  // A subnormal alpha would read as 0 in kernels that run with denormals
+  // flushed (TF's CPU threads): refuse it everywhere, not only there.
+  if (op->alpha >= std::numeric_limits<float>::min()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "TfOps>Celu: attribute 'alpha' must be > 0, got ", op->alpha));
+      "TfOps>Celu: attribute 'alpha' must be > 0 and a normal float (>= ",
+      std::numeric_limits<float>::min(), "), got ", op->alpha));
 }
 
 template <typename Ctx>

@@ -93,8 +93,6 @@ struct Elu {
 template <bool kApproximate>
 struct GeluFormula {
   static constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2/pi)
-  static constexpr double kInvSqrt2Pi = 0.3989422804014327;   // 1/sqrt(2pi)
-  static constexpr double kInvSqrt2 = 0.7071067811865476;     // 1/sqrt(2)
   static constexpr double kTanhCoeff = 0.044715;
 
   template <typename T>
@@ -112,7 +110,8 @@ struct GeluFormula {
       const LogisticPair<T> l = Logistic(Z(x));
       return l.s + SafeMul(x * DZ(x), l.s * l.sm);
     } else {
-      return Phi(x) + SafeMul(x, Pdf(x));  // f' = Phi(x) + x phi(x)
+      const NormalValues<T> n = Normal(x);  // f' = Phi(x) + x phi(x)
+      return n.cdf + SafeMul(x, n.pdf);
     }
   }
   template <typename T>
@@ -130,15 +129,14 @@ struct GeluFormula {
     }
   }
 
-  // Phi(x) = erfc(-x / sqrt(2)) / 2: accurate for negative x, unlike erf.
+  // Phi(x) and phi(x) (math_primitives.h's Normal).
   template <typename T>
   TF_OPS_HOST_DEVICE static T Phi(T x) {
-    return T(0.5) * Erfc(-T(kInvSqrt2) * x);
+    return Normal(x).cdf;
   }
-  // phi(x) = e^(-x^2/2) / sqrt(2 pi).
   template <typename T>
   TF_OPS_HOST_DEVICE static T Pdf(T x) {
-    return T(kInvSqrt2Pi) * Exp(T(-0.5) * x * x);
+    return Normal(x).pdf;
   }
   // z = 2u = 2 sqrt(2/pi) (x + 0.044715 x^3), and its derivative z'.
   template <typename T>
@@ -289,16 +287,23 @@ struct HardSwish {
 // Celu (Barron 2017, "continuously differentiable ELU"): f(x) = x if x > 0
 // else alpha * (e^(x / alpha) - 1). Unlike Elu with alpha != 1 its derivative
 // is continuous at 0: f' = 1 for x > 0, else e^(x / alpha); f'' = 0 for x > 0,
-// else e^(x / alpha) / alpha. alpha must be > 0.
+// else e^(x / alpha) / alpha. alpha must be > 0 (and a normal float).
 struct Celu {
   static constexpr const char* kName = "Celu";
   static constexpr int kCyclesPerElement = 20;
   static constexpr bool kGradTakesOutputs = false;
   float alpha = 1.0f;
 
+  // Where |x / alpha| < 2^-100 (alpha huge), e^q - 1 = q in float and double
+  // alike, so f = x; q itself may be subnormal there, and flushed to 0 on
+  // the CPU, which would make alpha * Expm1(q) a zero.
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    return Select(x > T(0), x, T(alpha) * Expm1(x / T(alpha)));
+    const T t = x / T(alpha);
+    // Below 1e-30, alpha * (e^t - 1) is x to the last bit; and with a huge
+    // alpha, t may be subnormal, which flushed kernels read as 0.
+    const T negative = Select(Abs(t) < T(1e-30), x, T(alpha) * Expm1(t));
+    return Select(x > T(0), x, negative);
   }
   template <typename T>
   TF_OPS_HOST_DEVICE T Derivative(T x) const {

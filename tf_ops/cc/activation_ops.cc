@@ -82,7 +82,7 @@ ActivationOpDefs OpDefsOf(HardSwish) {
 ActivationOpDefs OpDefsOf(Celu) {
   return {{"alpha: float = 1.0"},
           "activations = features if features > 0 else alpha * "
-          "(exp(features / alpha) - 1). alpha must be finite and > 0.",
+          "(exp(features / alpha) - 1). alpha must be > 0 and normal.",
           "backprops = gradients if features > 0 else gradients * "
           "exp(features / alpha)."};
 }

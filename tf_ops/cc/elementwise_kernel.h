@@ -10,6 +10,8 @@
 #define TF_OPS_CC_ELEMENTWISE_KERNEL_H_
 
 #include <cstdint>
+#include <optional>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -48,13 +50,33 @@ constexpr Dtype DtypeOf<double>() { return Dtype::kDouble; }
 template <typename Device>
 struct Executor;
 
+// TensorFlow 2.20 added SchedulingParams::Adaptive and deprecated the
+// constructor that 2.19 only has. Detected rather than version-tested: the
+// 2.20+ headers define no TF_MINOR_VERSION (the build system must).
+template <typename Params, typename = void>
+struct HasAdaptiveSchedule : std::false_type {};
+template <typename Params>
+struct HasAdaptiveSchedule<
+    Params, std::void_t<decltype(Params::Adaptive(int64_t{1}))>>
+    : std::true_type {};
+
+template <typename Params>
+Params AdaptiveSchedule(int64_t cost_per_unit) {
+  if constexpr (HasAdaptiveSchedule<Params>::value) {
+    return Params::Adaptive(cost_per_unit);
+  } else {
+    return Params(tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive,
+                  cost_per_unit, std::nullopt);
+  }
+}
+
 template <>
 struct Executor<CpuDevice> {
   // Rough cycles per element for the pool's cost model: small tensors run on
   // the calling thread, large ones on both cores.
   template <typename Op>
   static tsl::thread::ThreadPool::SchedulingParams Schedule() {
-    return tsl::thread::ThreadPool::SchedulingParams::Adaptive(
+    return AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
         Op::kCyclesPerElement);
   }
 
@@ -93,7 +115,7 @@ struct Executor<CpuDevice> {
     // Both derivatives in one pass: about twice the forward's work.
     ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
         n,
-        tsl::thread::ThreadPool::SchedulingParams::Adaptive(
+        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
             2 * Op::kCyclesPerElement),
         [&](int64_t begin, int64_t end) {
           CpuGradGrad(op, DtypeOf<T>(), u, g, v, d_g, d_v, begin, end);

@@ -60,13 +60,15 @@ inline float BFloat16ToFloat(uint16_t b) {
 }
 
 // float -> bfloat16, rounding to nearest even; NaN is quietened, not rounded
-// (rounding could carry a NaN's payload into infinity).
+// (rounding could carry a NaN's payload into infinity). The NaN test is a
+// float compare and the select is on the 32-bit value, narrowed once at the
+// end: written so, GCC vectorises it to ~10 instructions per 8 values (the
+// select on 16-bit halves it was before cost a pack and two unpacks more).
 inline uint16_t FloatToBFloat16(float f) {
   const uint32_t bits = FloatBits(f);
-  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
-  const bool is_nan = (bits & 0x7fffffffu) > 0x7f800000u;
-  return static_cast<uint16_t>(is_nan ? quiet_nan : rounded);
+  const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
+  const uint32_t quiet_nan = bits | 0x00400000u;
+  return static_cast<uint16_t>((f != f ? quiet_nan : rounded) >> 16);
 }
 
 }  // namespace narrow_float

@@ -241,7 +241,11 @@ def _hard_swish_derivative(x):
 
 
 def _celu(x, alpha=1.0):
-    negative = alpha * pm.expm1_nonpositive(tf.minimum(x, 0.0) / alpha)
+    negative = tf.minimum(x, 0.0)
+    t = negative / alpha  # as the kernel: x itself where t is tiny (or flushed to 0)
+    # Each branch finite where it is not taken (tf2onnx makes the select a multiply-add).
+    tiny = tf.maximum(negative, -1e-30 * alpha)
+    negative = tf.where(tf.abs(t) < 1e-30, tiny, alpha * pm.expm1_nonpositive(t))
     return tf.where(x <= 0, negative, tf.maximum(x, 0.0))  # NaN: max(NaN, 0)
 
 
@@ -424,7 +428,7 @@ ACTIVATIONS: tuple[Activation, ...] = (
         title="CELU (continuously differentiable ELU)",
         notes="Barron (2017); PyTorch's `nn.CELU`, JAX's `jax.nn.celu`, as "
         "``keras.activations.celu`` in one kernel instead of four. Unlike `elu` with "
-        "alpha != 1, its derivative is continuous at 0. `alpha` must be finite and > 0.",
+        "alpha != 1, its derivative is continuous at 0. `alpha` must be > 0 and a normal float (>= 1.2e-38).",
         example=">>> tf_ops.celu([-1.0, 2.0], alpha=0.5).numpy().round(6)\n"
         "array([-0.432332,  2.      ], dtype=float32)",
         grad_example=">>> tf_ops.celu_grad([1.0, 1.0], [-1.0, 2.0], alpha=0.5).numpy().round(6)\n"

@@ -45,8 +45,9 @@ GPU_LIBRARY_SUFFIX = "_gpu"
 # What every loading error tells the user to do.
 REBUILD_ADVICE = (
     "Build it against the TensorFlow you run: `make build` in the tf_ops source "
-    "tree, or `pip install --no-build-isolation --force-reinstall --no-deps .` "
-    "(build isolation would compile against a freshly downloaded TensorFlow)."
+    "tree, or, from the source tree, `pip install --no-build-isolation "
+    "--force-reinstall --no-deps .` with that TensorFlow and scikit-build-core "
+    "installed (the README's 'Install' section says more)."
 )
 
 _lock = threading.Lock()
@@ -193,7 +194,9 @@ def _check_tensorflow_version(library: str, info: BuildInfo | None) -> None:
         raise ImportError(
             f"tf_ops: the op library {library} was built against TensorFlow "
             f"{info.tensorflow_version}, but TensorFlow {tf.__version__} is installed; "
-            "it binds to TensorFlow internals and must be rebuilt. " + REBUILD_ADVICE
+            "it binds to TensorFlow internals and must be rebuilt (a pip-installed tf_ops "
+            f"requires TensorFlow {info.tensorflow_version}: `pip check` names it). "
+            + REBUILD_ADVICE
         )
 
 
