@@ -193,7 +193,8 @@ def _swish(x, beta=1.0):
 def _swish_derivative(x, beta=1.0):
     z = pm.vanishing_product(x, beta, at="both")  # s (1 + z (1 - s)), z = beta x
     s, sm = tf.sigmoid(z), tf.sigmoid(-z)
-    return s + pm.vanishing_product(z, s * sm, at="both")
+    # NaN stays NaN: some XLA versions (TF 2.19's) clamp NaN to a bound.
+    return tf.where(tf.math.is_nan(x), x, s + pm.vanishing_product(z, s * sm, at="both"))
 
 
 # --- Mish ------------------------------------------------------------------------------
@@ -244,7 +245,9 @@ def _celu(x, alpha=1.0):
     negative = tf.minimum(x, 0.0)
     t = negative / alpha  # as the kernel: x itself where t is tiny (or flushed to 0)
     # Each branch finite where it is not taken (tf2onnx makes the select a multiply-add).
-    tiny = tf.maximum(negative, -1e-30 * alpha)
+    # Clamped on both sides, not max(min(x, 0), -c): XLA fuses that into clamp(-c, x, 0),
+    # which gives +0 at x = -0 in TF 2.19's XLA.
+    tiny = tf.clip_by_value(x, -1e-30 * alpha, 1e-30 * alpha)
     negative = tf.where(tf.abs(t) < 1e-30, tiny, alpha * pm.expm1_nonpositive(t))
     return tf.where(x <= 0, negative, tf.maximum(x, 0.0))  # NaN: max(NaN, 0)
 
