@@ -8,7 +8,7 @@
 // and read the attributes with the same ReadAttrs. They add what XLA needs
 // around it: dtypes (half and bfloat16 computed in F32 and rounded once,
 // double in F64), shape checks, and the isolation of each op's math
-// (Isolated, below).
+// (Isolated, xla_isolated.h).
 //
 // This is a translation unit of its own because the tf2xla/XLA headers are
 // heavy (most of this file's compile time); CMake leaves it out with
@@ -37,6 +37,7 @@
 #include "tf_ops/cc/activation_list.h"
 #include "tf_ops/cc/activation_math.h"
 #include "tf_ops/cc/xla_compute_type.h"
+#include "tf_ops/cc/xla_isolated.h"
 #include "tf_ops/cc/xla_value.h"
 #include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/xla_builder.h"
@@ -47,41 +48,6 @@ namespace tf_ops {
 namespace {
 
 using xla::XlaOp;
-
-// Which computation an input feeds (see Isolated).
-enum class Use { kGrad, kGradGradFirst, kGradGradSecond };
-
-// The input v of a grad or grad-grad op, isolated from the same v elsewhere.
-// The forward, grad and grad-grad ops of an activation compute the same
-// functions of x (Swish's exponential, ...). Left alone, XLA merges those
-// across the ops (CSE) and, as it does not duplicate expensive ops into
-// several fusions, keeps the shared values in temporary arrays: an extra trip
-// through memory and, on the CPU, fresh pages to fault in for each, which made
-// Swish forward+backward under jit 0.7x of TF's composite. Isolated, each op
-// computes from its inputs in one fusion and writes its output once, as the
-// kernels do; the grad-grad op isolates v per output, since XLA's CPU fusion
-// does not compute two outputs in one loop either.
-// How: v passes through an optimization barrier with the scalars 1, -0 and
-// true, which XLA then cannot see, and each use applies its own exact and
-// cheap identity (v * 1, v + -0, true ? v : 1), so no two uses are the same
-// expression. A barrier alone does not do: XLA merges identical barriers.
-XlaOp Isolated(XlaOp v, Use use) {
-  xla::XlaBuilder* b = v.builder();
-  const XlaOp t = xla::OptimizationBarrier(
-      xla::Tuple(b, {v, xla::ScalarLike(v, 1.0), xla::ScalarLike(v, -0.0),
-                     xla::ConstantR0<bool>(b, true)}));
-  const XlaOp x = xla::GetTupleElement(t, 0);
-  const XlaOp one = xla::GetTupleElement(t, 1);
-  switch (use) {
-    case Use::kGrad:
-      return x * one;
-    case Use::kGradGradFirst:
-      return x + xla::GetTupleElement(t, 2);
-    case Use::kGradGradSecond:
-      return xla::Select(xla::GetTupleElement(t, 3), x, xla::FullLike(x, 1.0));
-  }
-  return x;
-}
 
 // "a", "a and b", "a, b and c".
 std::string JoinAnd(std::vector<std::string> items) {

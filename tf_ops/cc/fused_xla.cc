@@ -4,8 +4,9 @@
 // activation_xla.cc does for the plain ops, and the same shape checks as the
 // kernels (fused_shape_checks.h). The bias gradient is an XLA reduce in F32
 // (half, bfloat16) or F64 (float, double), which XLA computes in a fixed
-// order. Registered with REGISTER_KERNEL_BUILDER for the reason
-// activation_xla.cc gives.
+// order. The grad ops read their features through Isolated (xla_isolated.h),
+// as the plain grad ops do. Registered with REGISTER_KERNEL_BUILDER for the
+// reason activation_xla.cc gives.
 
 #include <cstdint>
 #include <string>
@@ -23,6 +24,7 @@
 #include "tf_ops/cc/fused_math.h"
 #include "tf_ops/cc/fused_shape_checks.h"
 #include "tf_ops/cc/xla_compute_type.h"
+#include "tf_ops/cc/xla_isolated.h"
 #include "tf_ops/cc/xla_value.h"
 #include "xla/hlo/builder/lib/arithmetic.h"
 #include "xla/hlo/builder/lib/constants.h"
@@ -113,7 +115,7 @@ class BiasGradXlaOp : public BiasXlaBase<Act> {
     OP_REQUIRES_OK(ctx, b.status());
     const xla::PrimitiveType type = ctx->input_xla_type(0);
     const XlaValue g = Widen(ctx->Input(0), type);
-    const XlaValue x = Widen(ctx->Input(1), type);
+    const XlaValue x = Widen(Isolated(ctx->Input(1), Use::kGrad), type);
     const XlaOp dx = BiasGradOf(this->act_, g, x, *b).Op(x.op());
     ctx->SetOutput(0, Narrow(XlaValue(dx), x, type));
     // The bias gradient: dx before rounding, summed in the accumulation type.
@@ -141,16 +143,20 @@ class GatedXlaBase : public tensorflow::XlaOpKernel {
  protected:
   // The two halves of input x_index, widened; checks the shape.
   absl::Status Halves(tensorflow::XlaOpKernelContext* ctx,
-                      const std::string& op, int x_index, TensorShape* out,
-                      XlaOp* a, XlaOp* b) {
+                      const std::string& op, int x_index, bool isolate,
+                      TensorShape* out, XlaOp* a, XlaOp* b) {
     TF_ASSIGN_OR_RETURN(const TensorShape x, InputShape(ctx, x_index));
     int64_t half = 0;
     TF_RETURN_IF_ERROR(GatedHalf(op, x, &half));
     *out = x;
     out->set_dim(x.dims() - 1, half);
     const int last = x.dims() - 1;
-    *a = xla::SliceInDim(ctx->Input(x_index), 0, half, 1, last);
-    *b = xla::SliceInDim(ctx->Input(x_index), half, 2 * half, 1, last);
+    // The grad op's features go through Isolated (xla_isolated.h).
+    const XlaOp features = isolate
+                               ? Isolated(ctx->Input(x_index), Use::kGrad)
+                               : ctx->Input(x_index);
+    *a = xla::SliceInDim(features, 0, half, 1, last);
+    *b = xla::SliceInDim(features, half, 2 * half, 1, last);
     return absl::OkStatus();
   }
 
@@ -166,7 +172,7 @@ class GatedXlaOp : public GatedXlaBase<Act> {
     TensorShape out;
     XlaOp a_op, b_op;
     OP_REQUIRES_OK(ctx, this->Halves(ctx, absl::StrCat("TfOps>Gated", Act::kName),
-                                     0, &out, &a_op, &b_op));
+                                     0, /*isolate=*/false, &out, &a_op, &b_op));
     const xla::PrimitiveType type = ctx->input_xla_type(0);
     const XlaValue a = Widen(a_op, type);
     const XlaValue b = Widen(b_op, type);
@@ -183,7 +189,8 @@ class GatedGradXlaOp : public GatedXlaBase<Act> {
     const std::string op = absl::StrCat("TfOps>Gated", Act::kName, "Grad");
     TensorShape out;
     XlaOp a_op, b_op;
-    OP_REQUIRES_OK(ctx, this->Halves(ctx, op, 1, &out, &a_op, &b_op));
+    OP_REQUIRES_OK(ctx, this->Halves(ctx, op, 1, /*isolate=*/true, &out,
+                                     &a_op, &b_op));
     absl::StatusOr<TensorShape> g_shape = InputShape(ctx, 0);
     OP_REQUIRES_OK(ctx, g_shape.status());
     OP_REQUIRES(ctx, *g_shape == out,
