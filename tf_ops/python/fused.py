@@ -251,7 +251,8 @@ def _make_gated_grad(entry: Activation) -> Callable[..., Any]:
 def gated(features: TensorLike, activation: str = "swish", bias: TensorLike | None = None,
           name: str | None = None, **attrs) -> tf.Tensor:
     """Gated activation (the GLU family): ``f(a) * b`` with ``[a, b] = split(features
-    + bias, 2, axis=-1)``, in one fused pass forward and one backward.
+    + bias, 2, axis=-1)``, in one fused pass forward and one backward (with a bias, the
+    add is TensorFlow's ``BiasAdd`` before the fused gate: one more pass each way).
 
     Args:
       features: a half, bfloat16, float32 or float64 tensor whose last axis is even.
@@ -273,9 +274,10 @@ def gated(features: TensorLike, activation: str = "swish", bias: TensorLike | No
     entry = GATES[activation]
     attrs = _attrs_of(entry, attrs)
     if bias is not None:
-        # Not fused with the gate: the bias add is TensorFlow's (its gradient
-        # BiasAddGrad).
-        features = tf.nn.bias_add(features, tf.convert_to_tensor(bias, tf.convert_to_tensor(features).dtype))
+        # Not fused with the gate yet: the bias add is TensorFlow's (its gradient
+        # BiasAddGrad), a pass of its own each way.
+        features = tf.convert_to_tensor(features)
+        features = tf.nn.bias_add(features, tf.convert_to_tensor(bias, features.dtype))
     return gated_activation(entry, features, attrs, name)
 
 
