@@ -34,7 +34,8 @@ int64_t BiasGradGpuScratchBytes(Dtype dtype, BiasLayout layout, int64_t n);
 // (BiasGradGpuScratchBytes), then one block per channel adds that channel's
 // tile sums in a fixed order. Sums accumulate in float for half and
 // bfloat16, in double for float and double (the CPU engine's choice), and
-// are rounded once. Bit-identical run to run, whatever the GPU.
+// are rounded once. Bit-identical run to run (the tiles do not depend on the
+// GPU's size or the grid).
 template <typename Op>
 const char* LaunchBiasGrad(const Op& op, Dtype dtype, const void* g,
                            const void* x, const void* bias, void* dx,
