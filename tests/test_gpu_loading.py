@@ -353,11 +353,16 @@ _CHILD = textwrap.dedent(r"""
             for k in kernels.get_registered_kernels_for_op(op).kernel:
                 (t,) = [c for c in k.constraint if c.name == "T"]
                 found.setdefault(k.device_type, []).extend(t.allowed_values.list.type)
-            inputs = [tf.constant([-2.0, -0.5, 0.0, 0.5, 2.0])] * len(op_def_registry.get(op).input_arg)
+            # Five elements each; a gated op's features are two halves of five.
+            gated = op.startswith("TfOps>Gated")
+            x = tf.constant([-2.0, -0.5, 0.0, 0.5, 2.0])
+            inputs = [tf.concat([x, x], 0) if gated and a.name == "features" else x
+                      for a in op_def_registry.get(op).input_arg]
             with tf.device("/GPU:0"):
                 outputs = getattr(module, attr)(*inputs)
             for y in outputs if isinstance(outputs, (list, tuple)) else [outputs]:
-                assert y.shape == [5] and bool(tf.reduce_all(tf.math.is_finite(y))), (op, y)
+                shape = [10] if gated and op.endswith("Grad") else [5]
+                assert y.shape == shape and bool(tf.reduce_all(tf.math.is_finite(y))), (op, y)
                 devices.add(y.device.rsplit("/", 1)[-1].rsplit(":", 1)[0].split(":")[-1])
             ops[op] = {d: sorted(set(t)) for d, t in found.items()}
         print(json.dumps({

@@ -1,7 +1,8 @@
-// TF-free self-test of the CUDA engine: runs every op family (op_families.h)
-// of every activation in activation_list.h, in every dtype, on the GPU through
-// the same launchers the TensorFlow kernels call, and compares each element
-// with the CPU engine (elementwise_cpu.h) on the same inputs.
+// TF-free self-test of the CUDA engines: runs every op family (op_families.h:
+// the element-wise ops' and the fused ops') of every activation in
+// activation_list.h, in every dtype, on the GPU through the same launchers the
+// TensorFlow kernels call, and compares each element with the CPU engines
+// (elementwise_cpu.h, fused_cpu.h) on the same inputs.
 //
 // Build and run on a GPU machine (no TensorFlow needed):
 //   tools/gpu_selftest.sh
@@ -62,12 +63,13 @@ std::vector<T> MakeSample(int64_t n, uint32_t seed) {
   return v;
 }
 
-// True when a and b agree within rtol (relative to max(|b|, 1)); NaN must
-// match NaN and infinities must match exactly.
-bool Close(double a, double b, double rtol) {
+// True when a and b agree within rtol (relative to max(|b|, 1)) plus an
+// absolute slack (a sum's rounding, op_families.h); NaN must match NaN and
+// infinities must match exactly.
+bool Close(double a, double b, double rtol, double slack = 0.0) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   if (std::isinf(a) || std::isinf(b)) return a == b;
-  return std::fabs(a - b) <= rtol * std::fmax(std::fabs(b), 1.0);
+  return std::fabs(a - b) <= rtol * std::fmax(std::fabs(b), 1.0) + slack;
 }
 
 // A device buffer holding `host` at element offset `offset` (1 puts it off
@@ -103,12 +105,14 @@ struct Tally {
   int failed = 0;
 };
 
+// slack: empty, or one absolute slack per element.
 template <typename T>
 bool Compare(const std::string& what, const std::vector<T>& got,
-             const std::vector<T>& want) {
+             const std::vector<T>& want, const std::vector<double>& slack) {
   int64_t bad = 0, first = -1;
   for (size_t i = 0; i < want.size(); ++i) {
-    if (!Close(ToDouble(got[i]), ToDouble(want[i]), DtypeInfo<T>::kRtol)) {
+    if (!Close(ToDouble(got[i]), ToDouble(want[i]), DtypeInfo<T>::kRtol,
+               slack.empty() ? 0.0 : slack[i])) {
       if (first < 0) first = static_cast<int64_t>(i);
       ++bad;
     }
@@ -126,8 +130,9 @@ bool Compare(const std::string& what, const std::vector<T>& got,
 // when only >= 0, the other outputs are null (kOutputsOptional).
 template <typename Family, typename Op, typename T>
 bool RunOnce(const Op& op, const std::string& name, const HostBuffers<T>& in,
-             const HostBuffers<T>& want, int64_t n, int offset,
-             const Aliases& aliases, int only) {
+             const HostBuffers<T>& want,
+             const std::vector<std::vector<double>>& slack, int64_t n,
+             int offset, const Aliases& aliases, int only) {
   std::vector<std::unique_ptr<DeviceBuffer<T>>> d_in, d_out;
   std::vector<const DeviceBuffer<T>*> written(Family::kOutputs, nullptr);
   Args args;
@@ -156,7 +161,9 @@ bool RunOnce(const Op& op, const std::string& name, const HostBuffers<T>& in,
   for (int o = 0; ok && o < Family::kOutputs; ++o) {
     if (written[o] == nullptr) continue;
     ok = Compare(name + " output " + std::to_string(o),
-                 written[o]->ToHost(want[o].size()), want[o]);
+                 written[o]->ToHost(want[o].size()), want[o],
+                 o < static_cast<int>(slack.size()) ? slack[o]
+                                                    : std::vector<double>());
   }
   return ok;
 }
@@ -181,22 +188,26 @@ void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
   }
   for (std::vector<T>& b : want) host_args.out.push_back(b.data());
   Family::Cpu(op, DtypeInfo<T>::kDtype, host_args, n);
+  const std::vector<std::vector<double>> slack =
+      Family::template Slack<T>(in, want, n);
 
-  bool ok = RunOnce<Family>(op, name, in, want, n, /*offset=*/0, {}, -1);
+  bool ok = RunOnce<Family>(op, name, in, want, slack, n, /*offset=*/0, {}, -1);
   for (const Aliases& aliases : Family::InPlace()) {
     std::string what = name + " in place (output over input:";
     for (const auto& [output, input] : aliases) {
       what += " " + std::to_string(output) + " over " + std::to_string(input);
     }
-    ok = RunOnce<Family>(op, what + ")", in, want, n, 0, aliases, -1) && ok;
+    ok = RunOnce<Family>(op, what + ")", in, want, slack, n, 0, aliases, -1) &&
+         ok;
   }
   if (Family::kOutputsOptional && Family::kOutputs > 1) {
     for (int o = 0; o < Family::kOutputs; ++o) {
       ok = RunOnce<Family>(op, name + " output " + std::to_string(o) + " alone",
-                           in, want, n, 0, {}, o) && ok;
+                           in, want, slack, n, 0, {}, o) && ok;
     }
   }
-  ok = RunOnce<Family>(op, name + " unaligned", in, want, n, 1, {}, -1) && ok;
+  ok = RunOnce<Family>(op, name + " unaligned", in, want, slack, n, 1, {}, -1) &&
+       ok;
   ++(ok ? t->passed : t->failed);
 }
 
@@ -323,6 +334,7 @@ int main(int argc, char** argv) {
     failed += t.failed;                                               \
   }
   TF_OPS_GPU_FAMILIES(TF_OPS_CHECK_FAMILY)
+  TF_OPS_GPU_FUSED_FAMILIES(TF_OPS_CHECK_FAMILY)
 #undef TF_OPS_CHECK_FAMILY
 
   std::printf("%d passed, %d failed\n", passed, failed);

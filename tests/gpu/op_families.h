@@ -1,5 +1,7 @@
 // The op families the GPU self-test (gpu_selftest.cu) and its benchmark
-// (gpu_bench.cu) run, and the list that drives both: TF_OPS_GPU_FAMILIES.
+// (gpu_bench.cu) run, and the lists that drive them: TF_OPS_GPU_FAMILIES
+// (both programs) and TF_OPS_GPU_FUSED_FAMILIES (the fused ops; the
+// self-test only, for now).
 //
 // A family is a kind of kernel every activation gets (forward, backward, ...).
 // Its struct says, for a problem of n elements, which buffers it reads and
@@ -16,14 +18,20 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cuda_runtime.h>
+
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
 
 #include "tf_ops/cc/activation_math.h"
 #include "tf_ops/cc/dtype.h"
 #include "tf_ops/cc/elementwise_cpu.h"
+#include "tf_ops/cc/fused_cpu.h"
 #include "tf_ops/cu/elementwise_gpu.h"
+#include "tf_ops/cu/fused_gpu.h"
 
 namespace tf_ops {
 
@@ -81,12 +89,26 @@ using Aliases = std::vector<std::pair<int, int>>;
 //                               vectors of n elements, specials first
 //   Cpu(op, dtype, args, n)     the reference: the CPU engine
 //   Gpu(op, dtype, args, n, stream)     the CUDA engine; nullptr or an error
+//   Slack<T>(in, want, n)       per output, an absolute slack per element on
+//                               top of the dtype's tolerance, or nothing:
+//                               only sums need it (NoSums: none)
 
 // How many random sample vectors MakeInputs may draw from.
 constexpr int kSamples = 3;
 
+// Element-wise families: each output element is one rounded result, held to
+// the dtype's tolerance alone.
+struct NoSums {
+  template <typename T>
+  static std::vector<std::vector<double>> Slack(const HostBuffers<T>&,
+                                                const HostBuffers<T>&,
+                                                int64_t) {
+    return {};
+  }
+};
+
 // y = f(x).
-struct ForwardFamily {
+struct ForwardFamily : NoSums {
   static constexpr const char* kName = "forward";
   static constexpr int kInputs = 1;
   static constexpr int kOutputs = 1;
@@ -113,7 +135,7 @@ struct ForwardFamily {
 
 // dx = g * f'(v), v being the features, or the outputs where the grad op
 // takes them (Elu).
-struct BackwardFamily {
+struct BackwardFamily : NoSums {
   static constexpr const char* kName = "backward";
   static constexpr int kInputs = 2;  // g, v
   static constexpr int kOutputs = 1;
@@ -147,7 +169,7 @@ struct BackwardFamily {
 // (d_g, d_v) = (u f'(v), u g f''(v)): the grad op's gradient. Its inputs are an
 // upstream gradient and the backward family's (g, v); either output may be
 // left out.
-struct GradGradFamily {
+struct GradGradFamily : NoSums {
   static constexpr const char* kName = "grad-grad";
   static constexpr int kInputs = 3;  // u, g, v
   static constexpr int kOutputs = 2;  // d_g, d_v
@@ -176,11 +198,283 @@ struct GradGradFamily {
   }
 };
 
+// ------------------------------------------------------- fused ops ------
+// The fused ops' shapes come from n, the size under test: a channel count
+// (and for NCHW an inner size) picked by n % 5, then the fewest rows that
+// reach n elements. The size lists thus cover one row and many, 1 channel,
+// odd counts, counts past the 32 channels of a block, an inner size past
+// fused_gpu.cu's inner chunk. n = 0 is an empty problem.
+
+// The first input's elements repeat the sample from `skip` on, so long
+// problems reuse a sample of n; skip = 11 leaves out the special values
+// (MakeSample puts 11 first) where a sum over a channel would otherwise be
+// NaN whatever the kernel does.
+template <typename T>
+std::vector<T> Tiled(const std::vector<T>& sample, int64_t count,
+                     int64_t skip = 0) {
+  std::vector<T> v(count);
+  const int64_t n = static_cast<int64_t>(sample.size());
+  for (int64_t i = 0; i < count; ++i) v[i] = sample[(skip + i) % n];
+  return v;
+}
+
+struct BiasShape {
+  BiasLayout layout;
+  int64_t elements;
+};
+
+template <bool kNchw>
+BiasShape BiasShapeFor(int64_t n) {
+  if (n == 0) return {{0, 1}, 0};
+  constexpr int64_t kChannels[5] = {1, 3, 7, 64, 67};
+  // NCHW: (channels, inner); 20001 is past the inner chunk (16384).
+  constexpr int64_t kNchwShapes[5][2] = {
+      {1, 2}, {3, 5}, {7, 33}, {64, 3}, {2, 20001}};
+  BiasLayout layout;
+  if (kNchw) {
+    layout = {kNchwShapes[n % 5][0], kNchwShapes[n % 5][1]};
+  } else {
+    layout = {kChannels[n % 5], 1};
+  }
+  const int64_t per_outer = layout.channels * layout.inner;
+  return {layout, (n + per_outer - 1) / per_outer * per_outer};
+}
+
+// y = f(x + bias).
+template <bool kNchw>
+struct BiasForwardFamily : NoSums {
+  static constexpr const char* kName =
+      kNchw ? "bias-forward NCHW" : "bias-forward NHWC";
+  static constexpr int kInputs = 2;   // x, bias
+  static constexpr int kOutputs = 1;  // y
+  static constexpr bool kOutputsOptional = false;
+  static int64_t InputSize(int i, int64_t n) {
+    const BiasShape s = BiasShapeFor<kNchw>(n);
+    return i == 0 ? s.elements : s.layout.channels;
+  }
+  static int64_t OutputSize(int, int64_t n) {
+    return BiasShapeFor<kNchw>(n).elements;
+  }
+  static std::vector<Aliases> InPlace() { return {{{0, 0}}}; }  // y over x
+
+  template <typename Op, typename T>
+  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
+                                   int64_t n) {
+    return {Tiled(samples[0], InputSize(0, n)),
+            Tiled(samples[1], InputSize(1, n), 11)};
+  }
+  template <typename Op>
+  static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
+    const BiasShape s = BiasShapeFor<kNchw>(n);
+    CpuBiasForward(op, dtype, a.in[0], a.in[1], a.out[0], s.layout, 0,
+                   s.elements);
+  }
+  template <typename Op>
+  static const char* Gpu(const Op& op, Dtype dtype, const Args& a, int64_t n,
+                         void* stream) {
+    const BiasShape s = BiasShapeFor<kNchw>(n);
+    return LaunchBiasForward(op, dtype, a.in[0], a.in[1], a.out[0], s.layout,
+                             s.elements, stream);
+  }
+};
+
+// (dx, db) = (g f'(x + bias), the sums of dx per channel). Gpu runs the
+// launcher twice and fails unless both give db the same bits.
+template <bool kNchw>
+struct BiasGradFamily {
+  static constexpr const char* kName =
+      kNchw ? "bias-grad NCHW" : "bias-grad NHWC";
+  static constexpr int kInputs = 3;   // g, x, bias
+  static constexpr int kOutputs = 2;  // dx, db
+  static constexpr bool kOutputsOptional = false;
+  static int64_t InputSize(int i, int64_t n) {
+    const BiasShape s = BiasShapeFor<kNchw>(n);
+    return i < 2 ? s.elements : s.layout.channels;
+  }
+  static int64_t OutputSize(int o, int64_t n) { return InputSize(o == 0 ? 0 : 2, n); }
+  static std::vector<Aliases> InPlace() {
+    return {{{0, 0}}, {{0, 1}}};  // dx over g, dx over x
+  }
+
+  // Finite g and x (no specials), so that every channel's sum means
+  // something; the forward family and the plain ones cover the specials.
+  template <typename Op, typename T>
+  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
+                                   int64_t n) {
+    return {Tiled(samples[1], InputSize(0, n), 11),
+            Tiled(samples[0], InputSize(1, n), 11),
+            Tiled(samples[2], InputSize(2, n), 11)};
+  }
+  template <typename Op>
+  static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
+    const BiasShape s = BiasShapeFor<kNchw>(n);
+    const BiasGradTiling tiling = MakeBiasGradTiling(s.layout, s.elements);
+    std::vector<double> partials(tiling.partials());  // holds float or double
+    CpuBiasGradTiles(op, dtype, a.in[0], a.in[1], a.in[2], a.out[0],
+                     partials.data(), tiling, 0, tiling.tiles());
+    CpuBiasGradReduce(dtype, partials.data(), tiling, a.out[1], 0,
+                      s.layout.channels);
+  }
+  template <typename Op>
+  static const char* Gpu(const Op& op, Dtype dtype, const Args& a, int64_t n,
+                         void* stream) {
+    const BiasShape s = BiasShapeFor<kNchw>(n);
+    const int64_t scratch_bytes =
+        BiasGradGpuScratchBytes(dtype, s.layout, s.elements);
+    const size_t element_bytes =
+        dtype == Dtype::kDouble ? 8 : dtype == Dtype::kFloat ? 4 : 2;
+    const size_t db_bytes = element_bytes * s.layout.channels;
+    const size_t dx_bytes = element_bytes * s.elements;
+    void *scratch = nullptr, *dx_first = nullptr, *db_first = nullptr;
+    if (cudaMalloc(&scratch, scratch_bytes + 1) != cudaSuccess ||
+        cudaMalloc(&dx_first, dx_bytes + 1) != cudaSuccess ||
+        cudaMalloc(&db_first, db_bytes + 1) != cudaSuccess) {
+      cudaFree(scratch);
+      cudaFree(dx_first);
+      return "cudaMalloc failed";
+    }
+    // The first run writes elsewhere: the second may write over its inputs.
+    const char* err = LaunchBiasGrad(op, dtype, a.in[0], a.in[1], a.in[2],
+                                     dx_first, db_first, scratch, s.layout,
+                                     s.elements, stream);
+    if (err == nullptr) {
+      err = LaunchBiasGrad(op, dtype, a.in[0], a.in[1], a.in[2], a.out[0],
+                           a.out[1], scratch, s.layout, s.elements, stream);
+    }
+    if (err == nullptr && db_bytes > 0) {
+      std::vector<char> first(db_bytes), second(db_bytes);
+      if (cudaMemcpy(first.data(), db_first, db_bytes,
+                     cudaMemcpyDeviceToHost) != cudaSuccess ||
+          cudaMemcpy(second.data(), a.out[1], db_bytes,
+                     cudaMemcpyDeviceToHost) != cudaSuccess) {
+        err = "cudaMemcpy of the bias gradients failed";
+      } else if (std::memcmp(first.data(), second.data(), db_bytes) != 0) {
+        err = "the bias gradient differs between two runs (not deterministic)";
+      }
+    }
+    cudaFree(scratch);
+    cudaFree(dx_first);
+    cudaFree(db_first);
+    return err;
+  }
+
+  // db: each engine adds in its own order; both are within
+  // 8 sqrt(m) u sum|dx| of the exact sum (m terms, u the unit roundoff of the
+  // accumulator: float for half and bfloat16, double otherwise), a bound
+  // rounding errors meet and a wrong or missing term of any size does not.
+  template <typename T>
+  static std::vector<std::vector<double>> Slack(const HostBuffers<T>&,
+                                                const HostBuffers<T>& want,
+                                                int64_t n) {
+    const BiasShape s = BiasShapeFor<kNchw>(n);
+    const int64_t channels = s.layout.channels, inner = s.layout.inner;
+    std::vector<double> abs_sum(channels, 0.0);
+    std::vector<int64_t> terms(channels, 0);
+    for (int64_t i = 0; i < s.elements; ++i) {
+      const int64_t c = (i / inner) % channels;
+      abs_sum[c] += std::fabs(
+          static_cast<double>(static_cast<ComputeType<T>>(want[0][i])));
+      ++terms[c];
+    }
+    const double u = sizeof(T) == 2 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
+    std::vector<double> slack(channels);
+    for (int64_t c = 0; c < channels; ++c) {
+      slack[c] = 8.0 * std::sqrt(static_cast<double>(terms[c])) * u * abs_sum[c];
+    }
+    return {{}, slack};
+  }
+};
+
+// Gated shapes: half = the width of each half, picked by n % 5; rows enough
+// for n outputs.
+struct GatedShape {
+  int64_t half;
+  int64_t outputs;  // rows * half; the features have twice as many
+};
+inline GatedShape GatedShapeFor(int64_t n) {
+  if (n == 0) return {1, 0};
+  constexpr int64_t kHalves[5] = {1, 3, 7, 64, 67};
+  const int64_t half = kHalves[n % 5];
+  return {half, (n + half - 1) / half * half};
+}
+
+// y = f(a) b, [a, b] the halves of x's last axis.
+struct GatedForwardFamily : NoSums {
+  static constexpr const char* kName = "gated-forward";
+  static constexpr int kInputs = 1;   // x
+  static constexpr int kOutputs = 1;  // y
+  static constexpr bool kOutputsOptional = false;
+  static int64_t InputSize(int, int64_t n) { return 2 * GatedShapeFor(n).outputs; }
+  static int64_t OutputSize(int, int64_t n) { return GatedShapeFor(n).outputs; }
+  static std::vector<Aliases> InPlace() { return {}; }  // y is smaller than x
+
+  template <typename Op, typename T>
+  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
+                                   int64_t n) {
+    return {Tiled(samples[0], InputSize(0, n))};
+  }
+  template <typename Op>
+  static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
+    const GatedShape s = GatedShapeFor(n);
+    CpuGatedForward(op, dtype, a.in[0], a.out[0], s.half, 0, s.outputs);
+  }
+  template <typename Op>
+  static const char* Gpu(const Op& op, Dtype dtype, const Args& a, int64_t n,
+                         void* stream) {
+    const GatedShape s = GatedShapeFor(n);
+    return LaunchGatedForward(op, dtype, a.in[0], a.out[0], s.half, s.outputs,
+                              stream);
+  }
+};
+
+// dx = [g b f'(a), g f(a)].
+struct GatedGradFamily : NoSums {
+  static constexpr const char* kName = "gated-grad";
+  static constexpr int kInputs = 2;   // g, x
+  static constexpr int kOutputs = 1;  // dx
+  static constexpr bool kOutputsOptional = false;
+  static int64_t InputSize(int i, int64_t n) {
+    return (i == 0 ? 1 : 2) * GatedShapeFor(n).outputs;
+  }
+  static int64_t OutputSize(int, int64_t n) { return 2 * GatedShapeFor(n).outputs; }
+  static std::vector<Aliases> InPlace() { return {{{0, 1}}}; }  // dx over x
+
+  template <typename Op, typename T>
+  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
+                                   int64_t n) {
+    return {Tiled(samples[1], InputSize(0, n)),
+            Tiled(samples[0], InputSize(1, n))};
+  }
+  template <typename Op>
+  static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
+    const GatedShape s = GatedShapeFor(n);
+    CpuGatedGrad(op, dtype, a.in[0], a.in[1], a.out[0], s.half, 0, s.outputs);
+  }
+  template <typename Op>
+  static const char* Gpu(const Op& op, Dtype dtype, const Args& a, int64_t n,
+                         void* stream) {
+    const GatedShape s = GatedShapeFor(n);
+    return LaunchGatedGrad(op, dtype, a.in[0], a.in[1], a.out[0], s.half,
+                           s.outputs, stream);
+  }
+};
+
 // Every family the kernels have; X(FamilyStruct).
 #define TF_OPS_GPU_FAMILIES(X) \
   X(ForwardFamily)             \
   X(BackwardFamily)            \
   X(GradGradFamily)
+
+// The fused ops' families: checked by the self-test like the others, not yet
+// timed by the benchmark (whose bandwidth targets are the element-wise
+// kernels'; the bias gradient's self-test Gpu also runs twice).
+#define TF_OPS_GPU_FUSED_FAMILIES(X) \
+  X(BiasForwardFamily<false>)        \
+  X(BiasForwardFamily<true>)         \
+  X(BiasGradFamily<false>)           \
+  X(BiasGradFamily<true>)            \
+  X(GatedForwardFamily)              \
+  X(GatedGradFamily)
 
 }  // namespace tf_ops
 

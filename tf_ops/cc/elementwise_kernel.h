@@ -125,19 +125,24 @@ struct Executor<CpuDevice> {
 };
 
 #if TF_OPS_WITH_CUDA
+// The raw cudaStream_t behind the op's stream executor stream.
+inline void* GpuStream(tensorflow::OpKernelContext* ctx) {
+  return ctx->op_device_context()->stream()->platform_specific_handle().stream;
+}
+
 template <>
 struct Executor<GpuDevice> {
   template <typename Op, typename T>
   static absl::Status Forward(tensorflow::OpKernelContext* ctx, const Op& op,
                               const T* x, T* y, int64_t n) {
-    return Check<Op>(LaunchForward(op, DtypeOf<T>(), x, y, n, Stream(ctx)));
+    return Check<Op>(LaunchForward(op, DtypeOf<T>(), x, y, n, GpuStream(ctx)));
   }
 
   template <typename Op, typename T>
   static absl::Status Backward(tensorflow::OpKernelContext* ctx, const Op& op,
                                const T* g, const T* v, T* dx, int64_t n) {
     return Check<Op>(
-        LaunchBackward(op, DtypeOf<T>(), g, v, dx, n, Stream(ctx)));
+        LaunchBackward(op, DtypeOf<T>(), g, v, dx, n, GpuStream(ctx)));
   }
 
   template <typename Op, typename T>
@@ -145,15 +150,10 @@ struct Executor<GpuDevice> {
                                const T* u, const T* g, const T* v, T* d_g,
                                T* d_v, int64_t n) {
     return Check<Op>(LaunchGradGrad(op, DtypeOf<T>(), u, g, v, d_g, d_v, n,
-                                    Stream(ctx)));
+                                    GpuStream(ctx)));
   }
 
  private:
-  // The raw cudaStream_t behind the op's stream executor stream.
-  static void* Stream(tensorflow::OpKernelContext* ctx) {
-    return ctx->op_device_context()->stream()->platform_specific_handle().stream;
-  }
-
   template <typename Op>
   static absl::Status Check(const char* cuda_error) {
     if (cuda_error == nullptr) return absl::OkStatus();

@@ -1,13 +1,17 @@
-// CPU kernels of the fused ops (fused_op_defs.h): bias + activation and gated
+// Kernels of the fused ops (fused_op_defs.h): bias + activation and gated
 // activations, forward and grad, for every activation in activation_list.h
 // and half, bfloat16, float and double. They check shapes (the shape
 // functions cannot when dimensions are unknown, nor in eager calls), allocate
-// (reusing an input buffer when TensorFlow allows) and run fused_cpu.h's
-// loops over TensorFlow's intra-op thread pool.
+// (reusing an input buffer when TensorFlow allows) and hand the buffers to
+// the device's FusedExecutor. Compiled twice, as activation_kernels.cc:
+//   TF_OPS_WITH_CUDA=0: CPU kernels (fused_cpu.h's loops over TensorFlow's
+//                       intra-op thread pool), into _tf_ops.so;
+//   TF_OPS_WITH_CUDA=1: GPU kernels (cu/fused_gpu.h's launchers on the op's
+//                       CUDA stream), into _tf_ops_gpu.so.
 //
-// The bias gradient is deterministic: the grad kernel runs fixed tiles
-// (MakeBiasGradTiling, from the shape alone) in any order and thread, each
-// writing its own partial sums, then adds them per channel in a fixed order.
+// The bias gradient is deterministic on both: fixed tiles from the shape
+// alone, each writing its own partial sums into a scratch tensor, then added
+// per channel in a fixed order (fused_cpu.h's tiling, fused_gpu.cu's plan).
 
 #include <cstdint>
 #include <string>
@@ -23,6 +27,10 @@
 #include "tf_ops/cc/fused_cpu.h"
 #include "tf_ops/cc/fused_shape_checks.h"
 
+#if TF_OPS_WITH_CUDA
+#include "tf_ops/cu/fused_gpu.h"
+#endif
+
 namespace tf_ops {
 namespace {
 
@@ -31,20 +39,148 @@ using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
 using tensorflow::TensorShape;
-using Params = tsl::thread::ThreadPool::SchedulingParams;
 
-void ParallelFor(OpKernelContext* ctx, int64_t total, int64_t cost_per_unit,
-                 const std::function<void(int64_t, int64_t)>& fn) {
-  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-      total, Params::Adaptive(cost_per_unit), fn);
-}
+// What each device does with the checked, allocated buffers; `op` names the
+// op in errors.
+template <typename Device>
+struct FusedExecutor;
+
+#if TF_OPS_WITH_CUDA
+template <>
+struct FusedExecutor<GpuDevice> {
+  template <typename Act, typename T>
+  static absl::Status BiasForward(OpKernelContext* ctx, const std::string& op,
+                                  const Act& act, const T* x, const T* bias,
+                                  T* y, BiasLayout layout, int64_t n) {
+    return Check(op, LaunchBiasForward(act, DtypeOf<T>(), x, bias, y, layout,
+                                       n, GpuStream(ctx)));
+  }
+
+  // The partial sums live in a scratch tensor of BiasGradGpuScratchBytes.
+  template <typename Act, typename T>
+  static absl::Status BiasGrad(OpKernelContext* ctx, const std::string& op,
+                               const Act& act, const T* g, const T* x,
+                               const T* bias, T* dx, T* db, BiasLayout layout,
+                               int64_t n) {
+    const int64_t bytes = BiasGradGpuScratchBytes(DtypeOf<T>(), layout, n);
+    Tensor scratch;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_INT8,
+                                          TensorShape({bytes}), &scratch));
+    return Check(op, LaunchBiasGrad(act, DtypeOf<T>(), g, x, bias, dx, db,
+                                    scratch.flat<int8_t>().data(), layout, n,
+                                    GpuStream(ctx)));
+  }
+
+  template <typename Act, typename T>
+  static absl::Status GatedForward(OpKernelContext* ctx, const std::string& op,
+                                   const Act& act, const T* x, T* y,
+                                   int64_t half, int64_t n_out) {
+    return Check(op, LaunchGatedForward(act, DtypeOf<T>(), x, y, half, n_out,
+                                        GpuStream(ctx)));
+  }
+
+  template <typename Act, typename T>
+  static absl::Status GatedGrad(OpKernelContext* ctx, const std::string& op,
+                                const Act& act, const T* g, const T* x, T* dx,
+                                int64_t half, int64_t n_out) {
+    return Check(op, LaunchGatedGrad(act, DtypeOf<T>(), g, x, dx, half, n_out,
+                                     GpuStream(ctx)));
+  }
+
+ private:
+  static absl::Status Check(const std::string& op, const char* cuda_error) {
+    if (cuda_error == nullptr) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat(op, ": CUDA kernel launch failed: ", cuda_error));
+  }
+};
+#else
+template <>
+struct FusedExecutor<CpuDevice> {
+  template <typename Act, typename T>
+  static absl::Status BiasForward(OpKernelContext* ctx, const std::string&,
+                                  const Act& act, const T* x, const T* bias,
+                                  T* y, BiasLayout layout, int64_t n) {
+    ParallelFor(ctx, n, Act::kCyclesPerElement + 1,
+                [&](int64_t begin, int64_t end) {
+                  CpuBiasForward(act, DtypeOf<T>(), x, bias, y, layout, begin,
+                                 end);
+                });
+    return absl::OkStatus();
+  }
+
+  // Tiles in parallel, each into its own partial sums (a scratch tensor),
+  // then the per-channel sums in parallel over channels.
+  template <typename Act, typename T>
+  static absl::Status BiasGrad(OpKernelContext* ctx, const std::string&,
+                               const Act& act, const T* g, const T* x,
+                               const T* bias, T* dx, T* db, BiasLayout layout,
+                               int64_t n) {
+    const BiasGradTiling tiling = MakeBiasGradTiling(layout, n);
+    // Partial sums in float or double (fused_cpu.h); double-sized slots
+    // hold either.
+    Tensor partials;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_DOUBLE,
+                                          TensorShape({tiling.partials()}),
+                                          &partials));
+    void* pp = partials.flat<double>().data();
+    const int64_t tile_cost =
+        tiling.row_block * tiling.col_block * (Act::kCyclesPerElement + 2);
+    ParallelFor(ctx, tiling.tiles(), tile_cost,
+                [&](int64_t begin, int64_t end) {
+                  CpuBiasGradTiles(act, DtypeOf<T>(), g, x, bias, dx, pp,
+                                   tiling, begin, end);
+                });
+    const int64_t per_channel =
+        tiling.partials() / std::max<int64_t>(1, layout.channels) + 1;
+    ParallelFor(ctx, layout.channels, per_channel,
+                [&](int64_t begin, int64_t end) {
+                  CpuBiasGradReduce(DtypeOf<T>(), pp, tiling, db, begin, end);
+                });
+    return absl::OkStatus();
+  }
+
+  template <typename Act, typename T>
+  static absl::Status GatedForward(OpKernelContext* ctx, const std::string&,
+                                   const Act& act, const T* x, T* y,
+                                   int64_t half, int64_t n_out) {
+    ParallelFor(ctx, n_out, 2 * Act::kCyclesPerElement + 2,
+                [&](int64_t begin, int64_t end) {
+                  CpuGatedForward(act, DtypeOf<T>(), x, y, half, begin, end);
+                });
+    return absl::OkStatus();
+  }
+
+  template <typename Act, typename T>
+  static absl::Status GatedGrad(OpKernelContext* ctx, const std::string&,
+                                const Act& act, const T* g, const T* x, T* dx,
+                                int64_t half, int64_t n_out) {
+    ParallelFor(ctx, n_out, 3 * Act::kCyclesPerElement + 4,
+                [&](int64_t begin, int64_t end) {
+                  CpuGatedGrad(act, DtypeOf<T>(), g, x, dx, half, begin, end);
+                });
+    return absl::OkStatus();
+  }
+
+ private:
+  static void ParallelFor(OpKernelContext* ctx, int64_t total,
+                          int64_t cost_per_unit,
+                          const std::function<void(int64_t, int64_t)>& fn) {
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        total,
+        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
+            cost_per_unit),
+        fn);
+  }
+};
+#endif  // TF_OPS_WITH_CUDA
 
 template <typename Act>
 std::string Name(const char* family, const char* suffix = "") {
   return absl::StrCat("TfOps>", family, Act::kName, suffix);
 }
 
-template <typename T, typename Act>
+template <typename Device, typename T, typename Act>
 class BiasActivationOp : public OpKernel {
  public:
   explicit BiasActivationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -57,22 +193,19 @@ class BiasActivationOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
     const Tensor& bias = ctx->input(1);
+    const std::string op = Name<Act>("Bias");
     BiasLayout layout;
-    OP_REQUIRES_OK(ctx, BiasLayoutOf(Name<Act>("Bias"), nchw_, x.shape(),
-                                     bias.shape(), &layout));
+    OP_REQUIRES_OK(ctx,
+                   BiasLayoutOf(op, nchw_, x.shape(), bias.shape(), &layout));
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx,
                    ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &y));
     const int64_t n = x.NumElements();
     if (n == 0) return;
-    const void* xp = x.flat<T>().data();
-    const void* bp = bias.flat<T>().data();
-    void* yp = y->flat<T>().data();
-    ParallelFor(ctx, n, Act::kCyclesPerElement + 1,
-                [&](int64_t begin, int64_t end) {
-                  CpuBiasForward(act_, DtypeOf<T>(), xp, bp, yp, layout, begin,
-                                 end);
-                });
+    OP_REQUIRES_OK(ctx, FusedExecutor<Device>::BiasForward(
+                            ctx, op, act_, x.flat<T>().data(),
+                            bias.flat<T>().data(), y->flat<T>().data(), layout,
+                            n));
   }
 
  private:
@@ -80,7 +213,7 @@ class BiasActivationOp : public OpKernel {
   bool nchw_ = false;
 };
 
-template <typename T, typename Act>
+template <typename Device, typename T, typename Act>
 class BiasActivationGradOp : public OpKernel {
  public:
   explicit BiasActivationGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -108,33 +241,12 @@ class BiasActivationGradOp : public OpKernel {
                                                               x.shape(), &dx));
     Tensor* db = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, bias.shape(), &db));
-    const BiasGradTiling tiling =
-        MakeBiasGradTiling(layout, x.NumElements());
-    // Partial sums in float or double (fused_cpu.h); double-sized slots
-    // hold either.
-    Tensor partials;
-    OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_DOUBLE,
-                                           TensorShape({tiling.partials()}),
-                                           &partials));
-    const void* gp = g.flat<T>().data();
-    const void* xp = x.flat<T>().data();
-    const void* bp = bias.flat<T>().data();
-    void* dxp = dx->flat<T>().data();
-    void* pp = partials.flat<double>().data();
-    const int64_t tile_cost =
-        tiling.row_block * tiling.col_block * (Act::kCyclesPerElement + 2);
-    ParallelFor(ctx, tiling.tiles(), tile_cost,
-                [&](int64_t begin, int64_t end) {
-                  CpuBiasGradTiles(act_, DtypeOf<T>(), gp, xp, bp, dxp, pp,
-                                   tiling, begin, end);
-                });
-    void* dbp = db->flat<T>().data();
-    const int64_t per_channel =
-        tiling.partials() / std::max<int64_t>(1, layout.channels) + 1;
-    ParallelFor(ctx, layout.channels, per_channel,
-                [&](int64_t begin, int64_t end) {
-                  CpuBiasGradReduce(DtypeOf<T>(), pp, tiling, dbp, begin, end);
-                });
+    // Also for an empty x: db is then zeros.
+    OP_REQUIRES_OK(ctx, FusedExecutor<Device>::BiasGrad(
+                            ctx, op, act_, g.flat<T>().data(),
+                            x.flat<T>().data(), bias.flat<T>().data(),
+                            dx->flat<T>().data(), db->flat<T>().data(), layout,
+                            x.NumElements()));
   }
 
  private:
@@ -142,7 +254,7 @@ class BiasActivationGradOp : public OpKernel {
   bool nchw_ = false;
 };
 
-template <typename T, typename Act>
+template <typename Device, typename T, typename Act>
 class GatedActivationOp : public OpKernel {
  public:
   explicit GatedActivationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -151,27 +263,25 @@ class GatedActivationOp : public OpKernel {
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
+    const std::string op = Name<Act>("Gated");
     int64_t half = 0;
-    OP_REQUIRES_OK(ctx, GatedHalf(Name<Act>("Gated"), x.shape(), &half));
+    OP_REQUIRES_OK(ctx, GatedHalf(op, x.shape(), &half));
     TensorShape out_shape = x.shape();
     out_shape.set_dim(out_shape.dims() - 1, half);
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &y));
     const int64_t n = out_shape.num_elements();
     if (n == 0) return;
-    const void* xp = x.flat<T>().data();
-    void* yp = y->flat<T>().data();
-    ParallelFor(ctx, n, 2 * Act::kCyclesPerElement + 2,
-                [&](int64_t begin, int64_t end) {
-                  CpuGatedForward(act_, DtypeOf<T>(), xp, yp, half, begin, end);
-                });
+    OP_REQUIRES_OK(ctx, FusedExecutor<Device>::GatedForward(
+                            ctx, op, act_, x.flat<T>().data(),
+                            y->flat<T>().data(), half, n));
   }
 
  private:
   Act act_;
 };
 
-template <typename T, typename Act>
+template <typename Device, typename T, typename Act>
 class GatedActivationGradOp : public OpKernel {
  public:
   explicit GatedActivationGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -197,14 +307,10 @@ class GatedActivationGradOp : public OpKernel {
                    ctx->forward_input_or_allocate_output({1}, 0, x.shape(), &dx));
     const int64_t n = out_shape.num_elements();
     if (n == 0) return;
-    const void* gp = g.flat<T>().data();
-    const void* xp = x.flat<T>().data();
-    void* dxp = dx->flat<T>().data();
-    ParallelFor(ctx, n, 3 * Act::kCyclesPerElement + 4,
-                [&](int64_t begin, int64_t end) {
-                  CpuGatedGrad(act_, DtypeOf<T>(), gp, xp, dxp, half, begin,
-                               end);
-                });
+    OP_REQUIRES_OK(ctx, FusedExecutor<Device>::GatedGrad(
+                            ctx, op, act_, g.flat<T>().data(),
+                            x.flat<T>().data(), dx->flat<T>().data(), half,
+                            n));
   }
 
  private:
@@ -214,28 +320,37 @@ class GatedActivationGradOp : public OpKernel {
 }  // namespace
 
 using tensorflow::DEVICE_CPU;
+using tensorflow::DEVICE_GPU;
 using tensorflow::register_kernel::Name;
 
-#define TF_OPS_REGISTER_FUSED_KERNELS(Act, T)                                 \
+// DEV is TF's device name, TAG the executor's device tag.
+#define TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, T)                       \
   REGISTER_KERNEL_BUILDER(                                                    \
-      Name("TfOps>Bias" #Act).Device(DEVICE_CPU).TypeConstraint<T>("T"),      \
-      BiasActivationOp<T, Act>);                                              \
+      Name("TfOps>Bias" #Act).Device(DEV).TypeConstraint<T>("T"),             \
+      BiasActivationOp<TAG, T, Act>);                                         \
   REGISTER_KERNEL_BUILDER(                                                    \
-      Name("TfOps>Bias" #Act "Grad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      BiasActivationGradOp<T, Act>);                                          \
+      Name("TfOps>Bias" #Act "Grad").Device(DEV).TypeConstraint<T>("T"),      \
+      BiasActivationGradOp<TAG, T, Act>);                                     \
   REGISTER_KERNEL_BUILDER(                                                    \
-      Name("TfOps>Gated" #Act).Device(DEVICE_CPU).TypeConstraint<T>("T"),     \
-      GatedActivationOp<T, Act>);                                             \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>Gated" #Act "Grad")                     \
-                              .Device(DEVICE_CPU)                             \
-                              .TypeConstraint<T>("T"),                        \
-                          GatedActivationGradOp<T, Act>);
+      Name("TfOps>Gated" #Act).Device(DEV).TypeConstraint<T>("T"),            \
+      GatedActivationOp<TAG, T, Act>);                                        \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>Gated" #Act "Grad").Device(DEV).TypeConstraint<T>("T"),     \
+      GatedActivationGradOp<TAG, T, Act>);
 
-#define TF_OPS_REGISTER_FUSED_ALL_DTYPES(Act)            \
-  TF_OPS_REGISTER_FUSED_KERNELS(Act, Eigen::half)        \
-  TF_OPS_REGISTER_FUSED_KERNELS(Act, Eigen::bfloat16)    \
-  TF_OPS_REGISTER_FUSED_KERNELS(Act, float)              \
-  TF_OPS_REGISTER_FUSED_KERNELS(Act, double)
-TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_FUSED_ALL_DTYPES)
+#define TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEV, TAG, Act)       \
+  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, Eigen::half)     \
+  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, Eigen::bfloat16) \
+  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, float)           \
+  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, double)
+
+#if TF_OPS_WITH_CUDA
+#define TF_OPS_REGISTER_FUSED_DEVICE(Act) \
+  TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEVICE_GPU, GpuDevice, Act)
+#else
+#define TF_OPS_REGISTER_FUSED_DEVICE(Act) \
+  TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEVICE_CPU, CpuDevice, Act)
+#endif
+TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_FUSED_DEVICE)
 
 }  // namespace tf_ops

@@ -16,14 +16,17 @@
 #include "tf_ops/cc/activation_math.h"
 #include "tf_ops/cc/dtype.h"
 #include "tf_ops/cu/elementwise_gpu.h"
+#include "tf_ops/cu/launch_common.cuh"
 
 namespace tf_ops {
 namespace {
 
-constexpr int kThreadsPerBlock = 256;
-// Enough blocks to fill any current GPU several times over; the grid-stride
-// loop covers larger tensors without an ever larger grid.
-constexpr int64_t kMaxBlocks = 8192;
+using gpu::BlocksFor;
+using gpu::DispatchDtype;
+using gpu::GlobalThread;
+using gpu::GlobalThreads;
+using gpu::kThreadsPerBlock;
+using gpu::LastError;
 
 // Each thread moves 16 bytes per load and store (4 floats, 8 halves, 2
 // doubles): fewer, wider memory transactions are what reach the copy
@@ -54,13 +57,6 @@ __device__ __forceinline__ void GradGradOne(const Op& op, T u, T g, T v,
                                          static_cast<C>(g), static_cast<C>(v));
   *d_g = static_cast<T>(r.d_gradients);
   *d_v = static_cast<T>(r.d_v);
-}
-
-__device__ __forceinline__ int64_t GlobalThread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t GlobalThreads() {
-  return static_cast<int64_t>(blockDim.x) * gridDim.x;
 }
 
 // y[i] = f(x[i]) for i in [0, n): whole packs first when kPacked, then the
@@ -148,35 +144,6 @@ __global__ void GradGradKernel(Op op, const T* u, const T* g, const T* v,
 
 bool Aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-// Blocks for `work` items (packs or elements), at most kMaxBlocks.
-int BlocksFor(int64_t work) {
-  return static_cast<int>(std::max<int64_t>(
-      1, std::min<int64_t>((work + kThreadsPerBlock - 1) / kThreadsPerBlock,
-                           kMaxBlocks)));
-}
-
-const char* LastError() {
-  const cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
-}
-
-// Calls fn with a null pointer of the CUDA storage type for dtype, so one
-// generic lambda serves all four dtypes.
-template <typename Fn>
-const char* DispatchDtype(Dtype dtype, Fn fn) {
-  switch (dtype) {
-    case Dtype::kHalf:
-      return fn(static_cast<__half*>(nullptr));
-    case Dtype::kBFloat16:
-      return fn(static_cast<__nv_bfloat16*>(nullptr));
-    case Dtype::kFloat:
-      return fn(static_cast<float*>(nullptr));
-    case Dtype::kDouble:
-      return fn(static_cast<double*>(nullptr));
-  }
-  return "tf_ops: unknown GPU dtype";
 }
 
 }  // namespace
