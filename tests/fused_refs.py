@@ -106,6 +106,19 @@ def op_types(graph_def) -> set[str]:
     return types
 
 
+def assert_jit_builds(op: str, graph_def) -> None:
+    """Under jit the fused op `op` ("TfOps>BiasGelu") is in the graph when the library has
+    its XLA lowering; when it was built without them (TF_OPS_XLA=OFF, or a TensorFlow
+    without XLA headers), the graph holds the composite: no TfOps> op at all."""
+    from tf_ops.python import fused
+
+    types = op_types(graph_def)
+    if op[len("TfOps>"):] in fused.XLA_LOWERED:
+        assert op in types, sorted(types)
+    else:
+        assert not [t for t in types if t.startswith("TfOps>")], sorted(types)
+
+
 def grad_tolerance(spec, attrs, dtype, g):
     """The grad op's tolerance; for an activation whose derivative is a function of the
     outputs (Elu: y + alpha), the fused op recomputes y = f(z) from its features, and the derivative is
