@@ -81,7 +81,7 @@ inline std::string AttrString(float a) {
 }
 
 template <typename R>
-R Sigmoid(R z) {  // 1 / (1 + e^-z) without overflow; sigma(-z) = 1 - sigma(z)
+R Logistic(R z) {  // 1 / (1 + e^-z) without overflow; sigma(-z) = 1 - sigma(z)
   const R e = std::exp(-std::fabs(z));
   return z >= 0 ? R(1) / (R(1) + e) : e / (R(1) + e);
 }
@@ -161,7 +161,7 @@ struct Reference<Gelu> {
   }
   template <typename R>
   static R Forward(const Gelu& op, R x) {
-    if (op.approximate) return x * Sigmoid(TwoU(x));
+    if (op.approximate) return x * Logistic(TwoU(x));
     return x * Phi(x);
   }
   template <typename R>
@@ -171,7 +171,7 @@ struct Reference<Gelu> {
       // 3 * 0.044715 x^2); with s = sigma(2u): (1 + t)/2 = s, (1 - t^2)/2 =
       // 2 s (1 - s).
       const R z = TwoU(x);
-      const R s = Sigmoid(z), sm = Sigmoid(-z);
+      const R s = Logistic(z), sm = Logistic(-z);
       const R u_prime =
           std::sqrt(R(2) / Pi<R>()) * (R(1) + R(3) * Coeff<R>() * x * x);
       const R second = R(2) * x * s * sm * u_prime;
@@ -216,13 +216,13 @@ struct Reference<Swish> {
   }
   template <typename R>
   static R Forward(const Swish& op, R x) {
-    return x * Sigmoid(R(op.beta) * x);
+    return x * Logistic(R(op.beta) * x);
   }
   // f' = s (1 + z (1 - s)) = s + z s (1 - s), z = beta x, s = sigma(z).
   template <typename R>
   static Value<R> Grad(const Swish& op, R x) {
     const R z = R(op.beta) * x;
-    const R s = Sigmoid(z), sm = Sigmoid(-z);
+    const R s = Logistic(z), sm = Logistic(-z);
     const R second = z * s * sm;
     return {s + second, s + std::fabs(second)};
   }
@@ -252,7 +252,7 @@ struct Reference<Mish> {
     const R sp = Softplus(x);
     const R t = std::tanh(sp);
     const R c = std::cosh(sp);
-    const R second = x / (c * c) * Sigmoid(x);
+    const R second = x / (c * c) * Logistic(x);
     return {t + second, std::fabs(t) + std::fabs(second)};
   }
   static Limits LimitsOf(const Mish&) { return {kInf, -0.0, 1.0, 0.0}; }
@@ -302,6 +302,25 @@ struct Reference<Celu> {
   static Limits LimitsOf(const Celu& op) {
     return {kInf, -static_cast<double>(op.alpha), 1.0, 0.0};
   }
+};
+
+// --------------------------------------------------------------- Sigmoid ---
+template <>
+struct Reference<Sigmoid> {
+  static std::vector<Variant<Sigmoid>> Variants() {
+    return {{Sigmoid{}, "", true}};
+  }
+  // f = 1 / (1 + e^-x); f' = f (1 - f), with 1 - f = f(-x) (no cancellation
+  // for large x).
+  template <typename R>
+  static R Forward(const Sigmoid&, R x) {
+    return Logistic(x);
+  }
+  template <typename R>
+  static Value<R> Grad(const Sigmoid&, R x) {
+    return Plain(Logistic(x) * Logistic(-x));
+  }
+  static Limits LimitsOf(const Sigmoid&) { return {1.0, 0.0, 0.0, 0.0}; }
 };
 
 // f and f' at any input, NaN and infinities included. NaN in gives NaN out.
