@@ -92,11 +92,15 @@ def main(source: Path, work: Path) -> None:
           + (" (float32 also under jit_compile)" if info.xla else ""))
 
     # Keras: every layer in one model; fit, save as .keras, reload, same predictions.
-    layer_classes = [getattr(tf_ops.layers, name) for name in tf_ops.layers.__all__]
+    layer_classes = [tf_ops.layers.LAYERS[name] for name in sorted(tf_ops.layers.LAYERS)]
     keras.utils.set_random_seed(0)
     layers = [keras.Input((8,))]
     for cls in layer_classes:
         layers += [keras.layers.Dense(8), cls()]
+    # The Dense layers with the bias and activation (or the gate) fused.
+    layers += [tf_ops.layers.Dense(8, activation=tf_ops.gelu),
+               tf_ops.layers.GatedDense(8, activation="swish")]
+    layer_classes += [tf_ops.layers.Dense, tf_ops.layers.GatedDense]
     model = keras.Sequential([*layers, keras.layers.Dense(1)])
     model.compile(optimizer="adam", loss="mse")
     data = np.random.default_rng(0).normal(size=(64, 8)).astype("float32")
