@@ -121,6 +121,16 @@ def _compare(runtime: str, got: np.ndarray, expected: np.ndarray, branches, dtyp
         assert_close(a, e, bound, f"{runtime} {label}")
 
 
+def _builtin_output(results: dict, job: dict) -> np.ndarray:
+    """The job's output, after checking that it ran and that its artifact holds no TfOps>
+    op, TFLite flex op or custom op."""
+    result = results[job["name"]]
+    assert "error" not in result, f"{job['name']}: {result['error']}"
+    ops = result["ops"]
+    assert not [o for o in ops if "TfOps" in o or o.startswith("Flex") or o == "CUSTOM"], ops
+    return np.load(result["output"])
+
+
 def _write_report(report: dict, name: str) -> None:
     path = os.environ.get("TF_OPS_EXPORT_REPORT")
     if path:
@@ -156,11 +166,7 @@ def test_portable_float32_model_runs_everywhere_without_tf_ops(tmp_path):
     results = _run_jobs(tmp_path, jobs)
     report = {}
     for job in jobs:
-        result = results[job["name"]]
-        assert "error" not in result, f"{job['name']}: {result['error']}"
-        ops = result["ops"]
-        assert not [o for o in ops if "TfOps" in o or o.startswith("Flex") or o == "CUSTOM"], ops
-        _compare(job["name"], np.load(result["output"]), expected, branches, tf.float32, report)
+        _compare(job["name"], _builtin_output(results, job), expected, branches, tf.float32, report)
     _write_report(report, "float32")
 
 
@@ -249,11 +255,7 @@ def test_portable_fused_ops_and_dense_layers_run_everywhere_without_tf_ops(tmp_p
     results = _run_jobs(tmp_path, jobs)
     report = {}
     for job in jobs:
-        result = results[job["name"]]
-        assert "error" not in result, f"{job['name']}: {result['error']}"
-        ops = result["ops"]
-        assert not [o for o in ops if "TfOps" in o or o.startswith("Flex") or o == "CUSTOM"], ops
-        got = np.load(result["output"])
+        got = _builtin_output(results, job)
         report.setdefault("overflow near FLT_MAX", {})[job["name"]] = _allow_gate_overflow(
             got, expected, x, branches)
         _compare(job["name"], got, expected, branches, tf.float32, report)
