@@ -120,9 +120,13 @@ def _ones(x: tf.Tensor):
 
 def _leaky_relu(x, alpha=0.2):
     # Each branch on x clamped to its side, so the branch not taken is finite (tf2onnx
-    # makes the select a multiply-add); NaN fails x > 0 and min(NaN, 0) is NaN.
-    negative = tf.minimum(x, 0.0)
-    negative = pm.vanishing_product(negative, 0.0) if alpha == 0 else alpha * negative
+    # makes the select a multiply-add); NaN fails x > 0 and min(NaN, 0) is NaN. With
+    # alpha = 0 the branch is x * 0 on x clamped to the finite range (keeping the sign of
+    # a zero): clamping to [-L, 0] instead, some XLA versions (TF 2.19's) turn -0 into +0.
+    if alpha == 0:
+        negative = pm.vanishing_product(x, 0.0, at="both")
+    else:
+        negative = alpha * tf.minimum(x, 0.0)
     return tf.where(x > 0, tf.maximum(x, 0.0), negative)
 
 
@@ -193,8 +197,7 @@ def _swish(x, beta=1.0):
 def _swish_derivative(x, beta=1.0):
     z = pm.vanishing_product(x, beta, at="both")  # s (1 + z (1 - s)), z = beta x
     s, sm = tf.sigmoid(z), tf.sigmoid(-z)
-    # NaN stays NaN: some XLA versions (TF 2.19's) clamp NaN to a bound.
-    return tf.where(tf.math.is_nan(x), x, s + pm.vanishing_product(z, s * sm, at="both"))
+    return s + pm.vanishing_product(z, s * sm, at="both")
 
 
 # --- Mish ------------------------------------------------------------------------------

@@ -50,11 +50,17 @@ def vanishing_product(x: tf.Tensor, w: tf.Tensor, at: str = "-inf") -> tf.Tensor
       array([-0.,  1.], dtype=float32)
     """
     largest = tf.constant(x.dtype.max, x.dtype)
+    clamped = x
     if at in ("-inf", "both"):
-        x = tf.maximum(x, -largest)
+        clamped = tf.maximum(clamped, -largest)
     if at in ("+inf", "both"):
-        x = tf.minimum(x, largest)
-    return x * w
+        clamped = tf.minimum(clamped, largest)
+    if is_portable():
+        return clamped * w
+    # XLA fuses the maximum/minimum above (and a caller's own) into a clamp, and some
+    # versions' clamp (TF 2.19's) turns NaN into a bound: NaN is passed through by a select.
+    # Not in portable mode: tf2onnx would make the select a multiply-add (see above).
+    return tf.where(tf.math.is_nan(x), x, clamped * w)
 
 
 def logistic(z: tf.Tensor) -> tf.Tensor:
