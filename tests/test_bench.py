@@ -115,7 +115,7 @@ def test_every_forward_op_has_a_benchmark_case():
 
     fused_ops = {n for n in forward_ops if n.startswith(("bias_", "gated_"))}
     fused_benched = {f"{family}_{snake_case(entry.op)}" for _, entry, _ in fused_bench._cases()
-                     for family in ("bias", "gated")}
+                     for family in fused_bench.FAMILIES}
     assert fused_ops and fused_ops <= fused_benched, f"no fused benchmark for {fused_ops - fused_benched}"
     plain_ops = forward_ops - fused_ops
     assert plain_ops <= set(CASES), f"no benchmark case for {plain_ops - set(CASES)}"

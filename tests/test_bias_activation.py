@@ -3,7 +3,7 @@ op ``tf_ops.bias_<act>_grad`` (``TfOps>Bias{Act}Grad``), for every activation in
 op_specs.SPECS: values and both gradients against float64 references (fused_refs.py)
 for every dtype and both data formats, gradients of first and second order, XLA,
 shape errors at graph build and run time, determinism of the bias gradient (run to
-run and across thread counts), and the portable form (no TfOps> op)."""
+run and across thread counts; the gated ops' bias gradient too), and the portable form (no TfOps> op)."""
 
 from __future__ import annotations
 
@@ -244,6 +244,14 @@ for dtype, shape, df in ((tf.float32, (3000, 96), "NHWC"), (tf.half, (3000, 96),
     for name in ("gelu", "swish", "elu"):
         for _ in range(3):
             _, db = getattr(tf_ops, f"bias_{name}_grad")(g, x, b, data_format=df)
+            out.append(hashlib.sha256(tf.io.serialize_tensor(db).numpy()).hexdigest())
+for dtype in (tf.float32, tf.bfloat16):  # the gated ops' bias gradient
+    x = tf.constant(rng.standard_normal((3000, 2 * 48)), dtype)
+    g = tf.constant(rng.standard_normal((3000, 48)), dtype)
+    b = tf.constant(rng.standard_normal(2 * 48), dtype)
+    for name in ("gelu", "swish"):
+        for _ in range(3):
+            _, db = getattr(tf_ops, f"bias_gated_{name}_grad")(g, x, b)
             out.append(hashlib.sha256(tf.io.serialize_tensor(db).numpy()).hexdigest())
 print(" ".join(out))
 """

@@ -220,7 +220,8 @@ class GatedBranch(keras.layers.Layer):
 def _fused_branches():
     """(label, spec, layer): bias + activation and the gate of every activation with every
     attribute variant, on the input itself; `tf_ops.layers.Dense` with every tf_ops
-    activation and `tf_ops.layers.GatedDense` with every gate, on its first 16 features."""
+    activation and `tf_ops.layers.GatedDense` with every gate (the gate with a bias:
+    ``TfOps>BiasGated{Act}``), on its first 16 features."""
     for spec in SPECS:
         fn = getattr(tf_ops, function_name(spec))
         for attrs in spec.attr_variants:
@@ -242,7 +243,7 @@ def test_portable_fused_ops_and_dense_layers_run_everywhere_without_tf_ops(tmp_p
     model = keras.Model(x_in, keras.ops.stack(outputs, axis=1))
     x = _inputs()
     expected = model(x).numpy()
-    assert {f"TfOps>{p}{spec.name}" for _, spec, _ in branches for p in ("Bias", "Gated")} <= {
+    assert {f"TfOps>{p}{spec.name}" for _, spec, _ in branches for p in ("Bias", "Gated", "BiasGated")} <= {
         op.type for op in tf.function(model).get_concrete_function(
             tf.TensorSpec((None, N), tf.float32)).graph.get_operations()}
 

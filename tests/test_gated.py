@@ -3,7 +3,9 @@
 (``TfOps>Gated{Act}Grad``) and the aliases glu, geglu, swiglu, reglu, for every
 activation in op_specs.SPECS: values and gradients against float64 references for
 every dtype, first, second and third order, XLA, shape errors at graph build and run
-time, the optional bias, and the portable form (no TfOps> op)."""
+time, and the portable form (no TfOps> op); the same for the gate with a bias
+(``TfOps>BiasGated{Act}`` and its grad op ``tf_ops.bias_gated_<act>_grad``, which also
+returns the bias gradient). The bias gradient's determinism is test_bias_activation's."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import tensorflow as tf
 
 import tf_ops
 from checks import assert_close
-from fused_refs import (assert_jit_builds, gate_name, gated_forward_ref, gated_grad_fn,
-                        gated_grad_ref, grad_tolerance, op_types)
+from fused_refs import (assert_jit_builds, assert_sum_close, bias_z, gate_name,
+                        gated_forward_ref, gated_grad_fn, gated_grad_ref, grad_tolerance, op_types)
 from op_specs import (SPECS, as_f64, dtype_params, round_attrs, sample, spec_attr_params,
                       spec_params, to_dtype)
 
@@ -154,21 +156,139 @@ def test_aliases():
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-300)
 
 
-def test_bias_before_the_split():
-    x = tf.constant(sample((3, 8), 51))
-    bias = tf.constant(sample((8,), 52))
-    with tf.GradientTape() as tape:
-        tape.watch([x, bias])
-        y = tf_ops.swiglu(x, bias=bias)
-    dx, db = tape.gradient(y, [x, bias])
-    z = x + bias
-    with tf.GradientTape() as tape:
-        tape.watch(z)
-        want = tf.nn.silu(z[:, :4]) * z[:, 4:]
-    dz = tape.gradient(want, z)
-    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(dx.numpy(), dz.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(db.numpy(), tf.reduce_sum(dz, 0).numpy(), rtol=1e-12)
+# ---------------------------------------------------------------------- bias --
+
+
+def bias_gated_grad_fn(spec):
+    return getattr(tf_ops, f"bias_gated_{gate_name(spec)}_grad")
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+@pytest.mark.parametrize("dtype", dtype_params())
+@pytest.mark.parametrize("spec,attrs", spec_attr_params())
+def test_bias_values_and_bias_gradient(spec, attrs, dtype, shape):
+    x = to_dtype(sample(shape, 71, lo=-2, hi=0.6), dtype)
+    b = to_dtype(sample(shape[-1:], 72, lo=-0.5, hi=0.5), dtype)
+    out_shape = shape[:-1] + (shape[-1] // 2,)
+    g = to_dtype(sample(out_shape, 73, lo=-1, hi=0.3), dtype)
+    y = tf_ops.gated(x, gate_name(spec), bias=b, **attrs)
+    z = bias_z(as_f64(x), as_f64(b), dtype, "NHWC")  # x + b as the kernel forms it
+    assert y.dtype == dtype and tuple(y.shape) == out_shape
+    assert_close(y, gated_forward_ref(spec, z, attrs), spec.tolerance(dtype), "activations")
+    dx, db = bias_gated_grad_fn(spec)(g, x, b, **attrs)
+    assert dx.dtype == db.dtype == dtype and tuple(dx.shape) == shape and tuple(db.shape) == shape[-1:]
+    want = gated_grad_ref(spec, as_f64(g), z, attrs)
+    tol = grad_tolerance(spec, attrs, dtype, as_f64(g) * np.abs(z).max())
+    assert_close(dx, want, type(tol)(rtol=tol.rtol + 2.0**-23, atol=tol.atol), "backprops")
+    axes = tuple(range(len(shape) - 1))
+    assert_sum_close(db, want.sum(axis=axes), np.abs(want).sum(axis=axes) + tol.atol, dtype,
+                     int(np.prod(shape[:-1])), "bias_backprops")
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_bias_is_fused_forward_and_backward(spec):
+    """One TfOps>BiasGated op forward and its grad op backward: no BiasAdd, no
+    BiasAddGrad, no Gated op beside them; the tape's gradient is the grad op's."""
+    x = tf.constant(sample((4, 10), 74))
+    b = tf.constant(sample((10,), 75))
+    g = tf.constant(sample((4, 5), 76))
+
+    def step(x, b):
+        with tf.GradientTape() as tape:
+            tape.watch([x, b])
+            y = tf_ops.gated(x, gate_name(spec), bias=b)
+        return y, tape.gradient(y, [x, b], output_gradients=g)
+
+    types = op_types(tf.function(step).get_concrete_function(x, b).graph.as_graph_def())
+    tf_ops_types = {t for t in types if t.startswith("TfOps>")}
+    assert tf_ops_types == {f"TfOps>BiasGated{spec.name}", f"TfOps>BiasGated{spec.name}Grad"}
+    assert not types & {"BiasAdd", "BiasAddGrad", "AddV2", "Add"}, sorted(types)
+    _, (dx, db) = step(x, b)
+    want_dx, want_db = bias_gated_grad_fn(spec)(g, x, b)
+    np.testing.assert_array_equal(dx.numpy(), want_dx.numpy())
+    np.testing.assert_array_equal(db.numpy(), want_db.numpy())
+
+
+@pytest.mark.parametrize("spec,attrs", spec_attr_params())
+def test_bias_compute_gradient_first_second_and_grad_op(spec, attrs):
+    name = gate_name(spec)
+    b = sample((6,), 77, lo=-0.2, hi=0.2)
+    # Features away from the kinks once the bias is added.
+    x = _x_away_from_kinks(spec, (2, 6), seed=78) - b
+    fn = lambda x, b: tf_ops.gated(x, name, bias=b, **attrs)  # noqa: E731
+    assert _max_error(*tf.test.compute_gradient(fn, [x, b])) < MAX_NUMERIC_ERROR
+    w = tf.constant(sample((2, 3), 79, lo=-1, hi=0.3))
+
+    def gradient(x, b):
+        with tf.GradientTape() as tape:
+            tape.watch([x, b])
+            y = fn(x, b)
+        dx, db = tape.gradient(y, [x, b], output_gradients=w)
+        return tf.concat([tf.reshape(dx, [-1]), db], 0)
+
+    assert _max_error(*tf.test.compute_gradient(gradient, [x, b])) < MAX_NUMERIC_ERROR
+    g = sample((2, 3), 80, lo=-1, hi=0.3)
+
+    def grad(g, x, b):
+        dx, db = bias_gated_grad_fn(spec)(g, x, b, **attrs)
+        return tf.concat([tf.reshape(dx, [-1]), db], 0)
+
+    assert _max_error(*tf.test.compute_gradient(grad, [g, x, b])) < MAX_NUMERIC_ERROR
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_bias_third_order_matches_the_unfused_ops(spec):
+    name = gate_name(spec)
+    b = tf.constant(sample((4,), 81, lo=-0.2, hi=0.2))
+    x = tf.constant(_x_away_from_kinks(spec, (3, 4), seed=82)) - b
+
+    def derivatives(fn):
+        with tf.GradientTape(persistent=True) as t3:
+            t3.watch([x, b])
+            with tf.GradientTape(persistent=True) as t2:
+                t2.watch([x, b])
+                with tf.GradientTape() as t1:
+                    t1.watch([x, b])
+                    y = fn(x, b)
+                d1 = t1.gradient(y, [x, b])
+            d2 = [t2.gradient(d, [x, b]) for d in d1]
+        d3 = [t3.gradient(d, [x, b]) for pair in d2 for d in pair]
+        return [*d1, *(d for pair in d2 for d in pair), *(d for pair in d3 for d in pair)]
+
+    plain = getattr(tf_ops, name)
+
+    def unfused(x, b):
+        z = x + b
+        return plain(z[:, :2]) * z[:, 2:]
+
+    for got, want in zip(derivatives(lambda x, b: tf_ops.gated(x, name, bias=b)), derivatives(unfused)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", dtype_params())
+@pytest.mark.parametrize("spec", spec_params())
+def test_bias_xla_matches_the_kernels(spec, dtype):
+    x = tf.constant(to_dtype(sample((6, 34), 83, lo=-2, hi=0.6), dtype))
+    b = tf.constant(to_dtype(sample((34,), 84, lo=-0.5, hi=0.5), dtype))
+    g = tf.constant(to_dtype(sample((6, 17), 85, lo=-1, hi=0.3), dtype))
+    name = gate_name(spec)
+
+    def step(x, b, g):
+        with tf.GradientTape() as tape:
+            tape.watch([x, b])
+            y = tf_ops.gated(x, name, bias=b)
+        return (y, *tape.gradient(y, [x, b], output_gradients=g))
+
+    jit = tf.function(step, jit_compile=True)
+    assert_jit_builds(f"TfOps>BiasGated{spec.name}", jit.get_concrete_function(x, b, g).graph.as_graph_def())
+    tol = spec.grad_tolerance(dtype, as_f64(g) * 4)
+    loose = type(tol)(rtol=4 * tol.rtol + 2.0**-22, atol=4 * tol.atol)
+    got, want = jit(x, b, g), step(x, b, g)
+    for i, what in enumerate(("y", "dx")):
+        assert_close(got[i], as_f64(want[i]), loose, what)
+    # db: sums of 6 terms, in F32 under XLA for float32 (fused_xla.cc).
+    dx64 = np.abs(as_f64(want[1]))
+    assert_sum_close(got[2], as_f64(want[2]), dx64.sum(axis=0) * 4 + loose.atol, dtype, 6 * 4, "db")
 
 
 # ----------------------------------------------------------------- bad input --
@@ -193,6 +313,37 @@ def test_bad_shapes(spec):
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"gradients \[4,3\] and features \[4,4\]"):
         fg(tf.zeros([4, 3]), tf.zeros([4, 4]))
     assert tf_ops.gated(tf.zeros([0, 4]), name).shape == (0, 2)
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_bias_bad_shapes(spec):
+    name, grad = gate_name(spec), bias_gated_grad_fn(spec)
+    x = tf.zeros([2, 4])
+    with pytest.raises(ValueError, match=r"bias must be 1-D.*\[1,4\]"):
+        tf.function(lambda: tf_ops.gated(x, name, bias=tf.zeros([1, 4]))).get_concrete_function()
+    with pytest.raises(ValueError, match=r"one element per feature of the last axis.*\[2,4\].*\[2\]"):
+        tf.function(lambda: tf_ops.gated(x, name, bias=tf.zeros([2]))).get_concrete_function()
+    with pytest.raises(ValueError, match=r"last axis of features must be even.*\[2,5\]"):
+        tf.function(lambda: tf_ops.gated(tf.zeros([2, 5]), name, bias=tf.zeros([5]))).get_concrete_function()
+    with pytest.raises(ValueError, match=r"one element per feature.*\[2,4\].*\[6\]"):
+        tf.function(lambda: grad(tf.zeros([2, 2]), x, tf.zeros([6]))).get_concrete_function()
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"one element per feature.*\[2,4\].*\[2\]"):
+        tf_ops.gated(x, name, bias=tf.zeros([2]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be 1-D"):
+        tf_ops.gated(x, name, bias=tf.zeros([]))
+    unknown = tf.TensorSpec(None, tf.float32)
+    f = tf.function(lambda x, b: tf_ops.gated(x, name, bias=b), input_signature=[unknown, unknown])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"one element per feature.*\[4,6\].*\[4\]"):
+        f(tf.zeros([4, 6]), tf.zeros([4]))
+    fg = tf.function(lambda g, x, b: grad(g, x, b), input_signature=[unknown] * 3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"gradients \[4,2\] and features \[4,6\]"):
+        fg(tf.zeros([4, 2]), tf.zeros([4, 6]), tf.zeros([6]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"one element per feature.*\[4,6\].*\[5\]"):
+        fg(tf.zeros([4, 3]), tf.zeros([4, 6]), tf.zeros([5]))
+    # Empty features: empty outputs, a zero bias gradient.
+    assert tf_ops.gated(tf.zeros([0, 4]), name, bias=tf.ones([4])).shape == (0, 2)
+    dx, db = grad(tf.zeros([0, 2]), tf.zeros([0, 4]), tf.ones([4]))
+    assert dx.shape == (0, 4) and db.numpy().tolist() == [0.0] * 4
 
 
 def test_unknown_activation_and_attribute():
@@ -221,4 +372,24 @@ def test_portable_builds_no_tf_ops_op_and_matches(spec, attrs):
         concrete = tf.function(step).get_concrete_function(x)
     assert not any(t.startswith("TfOps>") for t in op_types(concrete.graph.as_graph_def()))
     for got, want in zip(concrete(x), step(x)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("spec,attrs", spec_attr_params())
+def test_bias_portable_builds_no_tf_ops_op_and_matches(spec, attrs):
+    name = gate_name(spec)
+    x = tf.constant(sample((3, 8), 62), tf.float32)
+    b = tf.constant(sample((8,), 63, lo=-0.5, hi=0.5), tf.float32)
+    g = tf.constant(sample((3, 4), 64), tf.float32)
+
+    def step(x, b):
+        with tf.GradientTape() as tape:
+            tape.watch([x, b])
+            y = tf_ops.gated(x, name, bias=b, **attrs)
+        return (y, *tape.gradient(y, [x, b], output_gradients=g))
+
+    with tf_ops.portable():
+        concrete = tf.function(step).get_concrete_function(x, b)
+    assert not any(t.startswith("TfOps>") for t in op_types(concrete.graph.as_graph_def()))
+    for got, want in zip(concrete(x, b), step(x, b)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=1e-6)

@@ -353,10 +353,12 @@ _CHILD = textwrap.dedent(r"""
             for k in kernels.get_registered_kernels_for_op(op).kernel:
                 (t,) = [c for c in k.constraint if c.name == "T"]
                 found.setdefault(k.device_type, []).extend(t.allowed_values.list.type)
-            # Five elements each; a gated op's features are two halves of five.
-            gated = op.startswith("TfOps>Gated")
+            # Five elements each; a gated op's features are two halves of five (and
+            # BiasGated's bias has one element per feature).
+            gated = op.startswith(("TfOps>Gated", "TfOps>BiasGated"))
+            wide = ("features", "bias") if op.startswith("TfOps>BiasGated") else ("features",)
             x = tf.constant([-2.0, -0.5, 0.0, 0.5, 2.0])
-            inputs = [tf.concat([x, x], 0) if gated and a.name == "features" else x
+            inputs = [tf.concat([x, x], 0) if gated and a.name in wide else x
                       for a in op_def_registry.get(op).input_arg]
             with tf.device("/GPU:0"):
                 outputs = getattr(module, attr)(*inputs)

@@ -10,7 +10,9 @@
 //     place, forward in odd shards;
 //   - the bias gradient's tiles run in several different splits (as different
 //     thread counts would split them): bit-identical results each time;
-//   - gated forward and grad, in odd shards, out of place and in place.
+//   - gated forward and grad, in odd shards, out of place and in place;
+//   - gated with a bias: forward in odd shards, grad in several tile splits
+//     (bit-identical db), out of place and in place.
 // Values are checked against the functor run element by element in double
 // through fused_math.h, the bias sums against a double sum.
 //
@@ -162,8 +164,9 @@ void TestGated(const Op& op, int64_t rows, int64_t half, std::mt19937* rng) {
   Fill(x.get(), n_in, rng);
   Fill(g.get(), n_out, rng);
   const int64_t cut = n_out / 3 + 1 < n_out ? n_out / 3 + 1 : n_out;
-  CpuGatedForward(op, DtypeOf<T>(), x.get(), y.get(), half, 0, cut);
-  CpuGatedForward(op, DtypeOf<T>(), x.get(), y.get(), half, cut, n_out);
+  CpuGatedForward(op, DtypeOf<T>(), x.get(), nullptr, y.get(), half, 0, cut);
+  CpuGatedForward(op, DtypeOf<T>(), x.get(), nullptr, y.get(), half, cut,
+                  n_out);
   CpuGatedGrad(op, DtypeOf<T>(), g.get(), x.get(), dx.get(), half, 0, cut);
   CpuGatedGrad(op, DtypeOf<T>(), g.get(), x.get(), dx.get(), half, cut, n_out);
   for (int64_t i = 0; i < n_out; ++i) {
@@ -197,6 +200,99 @@ void TestGated(const Op& op, int64_t rows, int64_t half, std::mt19937* rng) {
 }
 
 template <typename Op, typename T>
+void TestBiasGated(const Op& op, int64_t rows, int64_t half,
+                   std::mt19937* rng) {
+  const int64_t n_out = rows * half, n_in = 2 * n_out, cols = 2 * half;
+  auto x = Buffer<T>(n_in), y = Buffer<T>(n_out), g = Buffer<T>(n_out);
+  auto b = Buffer<T>(cols), dx = Buffer<T>(n_in);
+  Fill(x.get(), n_in, rng);
+  Fill(g.get(), n_out, rng);
+  Fill(b.get(), cols, rng);
+  const int64_t cut = n_out / 3 + 1 < n_out ? n_out / 3 + 1 : n_out;
+  CpuGatedForward(op, DtypeOf<T>(), x.get(), b.get(), y.get(), half, 0, cut);
+  CpuGatedForward(op, DtypeOf<T>(), x.get(), b.get(), y.get(), half, cut,
+                  n_out);
+  // The features plus the bias, as the kernel forms them (in T).
+  auto z = [&](const T* xs, int64_t r, int64_t c) {
+    return double(T(xs[r * cols + c] + b[c]));
+  };
+  for (int64_t i = 0; i < n_out; ++i) {
+    const int64_t r = i / half, j = i % half;
+    const double want = GatedForwardOf(op, z(x.get(), r, j),
+                                       z(x.get(), r, half + j));
+    const double scale = std::fabs(z(x.get(), r, half + j)) *
+                         (std::fabs(double(x[r * cols + j])) +
+                          std::fabs(double(b[j])));
+    Expect(Close(y[i], want, Rtol<T>(), scale), "bias-gated forward",
+           Op::kName, y[i], want, i);
+  }
+  const BiasGradTiling tiling = MakeGatedBiasGradTiling(half, rows);
+  std::vector<T> first_db;
+  for (int64_t parts : {1, 2, 5}) {
+    auto db = Buffer<T>(cols);
+    auto partials = Buffer<double>(tiling.partials());
+    const int64_t tiles = tiling.tiles();
+    for (int64_t p = 0; p < parts; ++p) {
+      CpuBiasGatedGradTiles(op, DtypeOf<T>(), g.get(), x.get(), b.get(),
+                            dx.get(), partials.get(), tiling,
+                            tiles * p / parts, tiles * (p + 1) / parts);
+    }
+    CpuBiasGradReduce(DtypeOf<T>(), partials.get(), tiling, db.get(), 0, cols);
+    std::vector<double> sum(cols, 0.0), abs_sum(cols, 0.0);
+    for (int64_t i = 0; i < n_out; ++i) {
+      const int64_t r = i / half, j = i % half;
+      const double bb = z(x.get(), r, half + j);
+      const GatedGradValues<double> d =
+          GatedGradOf(op, double(g[i]), z(x.get(), r, j), bb);
+      const double scale = std::fabs(g[i] * bb);
+      Expect(Close(dx[r * cols + j], d.d_a, Rtol<T>(), scale),
+             "bias-gated d_a", Op::kName, dx[r * cols + j], d.d_a, i);
+      Expect(Close(dx[r * cols + half + j], d.d_b, Rtol<T>()),
+             "bias-gated d_b", Op::kName, dx[r * cols + half + j], d.d_b, i);
+      sum[j] += d.d_a;
+      sum[half + j] += d.d_b;
+      abs_sum[j] += std::fabs(d.d_a) + scale;
+      abs_sum[half + j] += std::fabs(d.d_b);
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      Expect(Close(db[c], sum[c], Rtol<T>(), abs_sum[c]), "bias-gated db",
+             Op::kName, db[c], sum[c], c);
+    }
+    if (first_db.empty()) {
+      first_db.assign(db.get(), db.get() + cols);
+    } else {
+      ++checks;
+      if (cols > 0 &&
+          std::memcmp(first_db.data(), db.get(), cols * sizeof(T)) != 0) {
+        ++failures;
+        std::printf("FAIL %s bias-gated db differs between tile splits "
+                    "(%lld, %lld)\n",
+                    Op::kName, static_cast<long long>(rows),
+                    static_cast<long long>(half));
+      }
+    }
+  }
+  // In place: dx over x.
+  if (n_out > 0) {
+    std::vector<T> x_copy(x.get(), x.get() + n_in);
+    auto partials = Buffer<double>(tiling.partials());
+    CpuBiasGatedGradTiles(op, DtypeOf<T>(), g.get(), x.get(), b.get(),
+                          x.get(), partials.get(), tiling, 0, tiling.tiles());
+    for (int64_t i = 0; i < n_out; ++i) {
+      const int64_t r = i / half, j = i % half;
+      const double bb = z(x_copy.data(), r, half + j);
+      const GatedGradValues<double> d =
+          GatedGradOf(op, double(g[i]), z(x_copy.data(), r, j), bb);
+      Expect(Close(x[r * cols + j], d.d_a, Rtol<T>(), std::fabs(g[i] * bb)),
+             "bias-gated in place", Op::kName, x[r * cols + j], d.d_a, i);
+      Expect(Close(x[r * cols + half + j], d.d_b, Rtol<T>()),
+             "bias-gated in place", Op::kName, x[r * cols + half + j], d.d_b,
+             i);
+    }
+  }
+}
+
+template <typename Op, typename T>
 void TestOp(const Op& op) {
   std::mt19937 rng(7);
   // (outer, channels, inner): NHWC-like and NCHW-like, empty, tails, and
@@ -208,6 +304,12 @@ void TestOp(const Op& op) {
   for (const auto& s : shapes) TestBias<Op, T>(op, s[0], s[1], s[2], &rng);
   const int64_t gated[][2] = {{0, 4}, {1, 1}, {3, 17}, {5, 64}, {2, 40001}};
   for (const auto& s : gated) TestGated<Op, T>(op, s[0], s[1], &rng);
+  // BiasGated: also several tiles down the rows (kTileElements = 2^16).
+  const int64_t bias_gated[][2] = {{0, 4}, {1, 1}, {3, 17}, {700, 64},
+                                   {2, 40001}};
+  for (const auto& s : bias_gated) {
+    TestBiasGated<Op, T>(op, s[0], s[1], &rng);
+  }
 }
 
 }  // namespace

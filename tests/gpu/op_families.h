@@ -278,6 +278,61 @@ struct BiasForwardFamily : NoSums {
   }
 };
 
+// A bias gradient's launch, `launch(dx, db, scratch)` with dx of dx_elements
+// and db of db_elements, run twice: first into buffers of its own, then into
+// a.out[0] and a.out[1] (which may be inputs). Fails unless both runs give db
+// the same bits.
+template <typename Launch>
+const char* RunTwiceWithSameSums(Dtype dtype, const Args& a,
+                                 int64_t dx_elements, int64_t db_elements,
+                                 int64_t scratch_bytes, const Launch& launch) {
+  const size_t element_bytes =
+      dtype == Dtype::kDouble ? 8 : dtype == Dtype::kFloat ? 4 : 2;
+  const size_t db_bytes = element_bytes * db_elements;
+  const size_t dx_bytes = element_bytes * dx_elements;
+  void *scratch = nullptr, *dx_first = nullptr, *db_first = nullptr;
+  if (cudaMalloc(&scratch, scratch_bytes + 1) != cudaSuccess ||
+      cudaMalloc(&dx_first, dx_bytes + 1) != cudaSuccess ||
+      cudaMalloc(&db_first, db_bytes + 1) != cudaSuccess) {
+    cudaFree(scratch);
+    cudaFree(dx_first);
+    return "cudaMalloc failed";
+  }
+  const char* err = launch(dx_first, db_first, scratch);
+  if (err == nullptr) err = launch(a.out[0], a.out[1], scratch);
+  if (err == nullptr && db_bytes > 0) {
+    std::vector<char> first(db_bytes), second(db_bytes);
+    if (cudaMemcpy(first.data(), db_first, db_bytes,
+                   cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(second.data(), a.out[1], db_bytes,
+                   cudaMemcpyDeviceToHost) != cudaSuccess) {
+      err = "cudaMemcpy of the bias gradients failed";
+    } else if (std::memcmp(first.data(), second.data(), db_bytes) != 0) {
+      err = "the bias gradient differs between two runs (not deterministic)";
+    }
+  }
+  cudaFree(scratch);
+  cudaFree(dx_first);
+  cudaFree(db_first);
+  return err;
+}
+
+// db's slack for the self-test: each engine adds in its own order; both are
+// within 8 sqrt(m) u sum|dx| of the exact sum (m terms, u the unit roundoff
+// of the accumulator: float for half and bfloat16, double otherwise), a
+// bound rounding errors meet and a wrong or missing term of any size does
+// not. abs_sum[c] and terms[c] are channel c's.
+template <typename T>
+std::vector<double> SumSlack(const std::vector<double>& abs_sum,
+                             const std::vector<int64_t>& terms) {
+  const double u = sizeof(T) == 2 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
+  std::vector<double> slack(abs_sum.size());
+  for (size_t c = 0; c < abs_sum.size(); ++c) {
+    slack[c] = 8.0 * std::sqrt(static_cast<double>(terms[c])) * u * abs_sum[c];
+  }
+  return slack;
+}
+
 // (dx, db) = (g f'(x + bias), the sums of dx per channel). Gpu runs the
 // launcher twice and fails unless both give db the same bits.
 template <bool kNchw>
@@ -319,49 +374,16 @@ struct BiasGradFamily {
   static const char* Gpu(const Op& op, Dtype dtype, const Args& a, int64_t n,
                          void* stream) {
     const BiasShape s = BiasShapeFor<kNchw>(n);
-    const int64_t scratch_bytes =
-        BiasGradGpuScratchBytes(dtype, s.layout, s.elements);
-    const size_t element_bytes =
-        dtype == Dtype::kDouble ? 8 : dtype == Dtype::kFloat ? 4 : 2;
-    const size_t db_bytes = element_bytes * s.layout.channels;
-    const size_t dx_bytes = element_bytes * s.elements;
-    void *scratch = nullptr, *dx_first = nullptr, *db_first = nullptr;
-    if (cudaMalloc(&scratch, scratch_bytes + 1) != cudaSuccess ||
-        cudaMalloc(&dx_first, dx_bytes + 1) != cudaSuccess ||
-        cudaMalloc(&db_first, db_bytes + 1) != cudaSuccess) {
-      cudaFree(scratch);
-      cudaFree(dx_first);
-      return "cudaMalloc failed";
-    }
-    // The first run writes elsewhere: the second may write over its inputs.
-    const char* err = LaunchBiasGrad(op, dtype, a.in[0], a.in[1], a.in[2],
-                                     dx_first, db_first, scratch, s.layout,
-                                     s.elements, stream);
-    if (err == nullptr) {
-      err = LaunchBiasGrad(op, dtype, a.in[0], a.in[1], a.in[2], a.out[0],
-                           a.out[1], scratch, s.layout, s.elements, stream);
-    }
-    if (err == nullptr && db_bytes > 0) {
-      std::vector<char> first(db_bytes), second(db_bytes);
-      if (cudaMemcpy(first.data(), db_first, db_bytes,
-                     cudaMemcpyDeviceToHost) != cudaSuccess ||
-          cudaMemcpy(second.data(), a.out[1], db_bytes,
-                     cudaMemcpyDeviceToHost) != cudaSuccess) {
-        err = "cudaMemcpy of the bias gradients failed";
-      } else if (std::memcmp(first.data(), second.data(), db_bytes) != 0) {
-        err = "the bias gradient differs between two runs (not deterministic)";
-      }
-    }
-    cudaFree(scratch);
-    cudaFree(dx_first);
-    cudaFree(db_first);
-    return err;
+    return RunTwiceWithSameSums(
+        dtype, a, s.elements, s.layout.channels,
+        BiasGradGpuScratchBytes(dtype, s.layout, s.elements),
+        [&](void* dx, void* db, void* scratch) {
+          return LaunchBiasGrad(op, dtype, a.in[0], a.in[1], a.in[2], dx, db,
+                                scratch, s.layout, s.elements, stream);
+        });
   }
 
-  // db: each engine adds in its own order; both are within
-  // 8 sqrt(m) u sum|dx| of the exact sum (m terms, u the unit roundoff of the
-  // accumulator: float for half and bfloat16, double otherwise), a bound
-  // rounding errors meet and a wrong or missing term of any size does not.
+  // db: SumSlack.
   template <typename T>
   static std::vector<std::vector<double>> Slack(const HostBuffers<T>&,
                                                 const HostBuffers<T>& want,
@@ -376,12 +398,7 @@ struct BiasGradFamily {
           static_cast<double>(static_cast<ComputeType<T>>(want[0][i])));
       ++terms[c];
     }
-    const double u = sizeof(T) == 2 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
-    std::vector<double> slack(channels);
-    for (int64_t c = 0; c < channels; ++c) {
-      slack[c] = 8.0 * std::sqrt(static_cast<double>(terms[c])) * u * abs_sum[c];
-    }
-    return {{}, slack};
+    return {{}, SumSlack<T>(abs_sum, terms)};
   }
 };
 
@@ -416,14 +433,15 @@ struct GatedForwardFamily : NoSums {
   template <typename Op>
   static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
     const GatedShape s = GatedShapeFor(n);
-    CpuGatedForward(op, dtype, a.in[0], a.out[0], s.half, 0, s.outputs);
+    CpuGatedForward(op, dtype, a.in[0], nullptr, a.out[0], s.half, 0,
+                    s.outputs);
   }
   template <typename Op>
   static const char* Gpu(const Op& op, Dtype dtype, const Args& a, int64_t n,
                          void* stream) {
     const GatedShape s = GatedShapeFor(n);
-    return LaunchGatedForward(op, dtype, a.in[0], a.out[0], s.half, s.outputs,
-                              stream);
+    return LaunchGatedForward(op, dtype, a.in[0], nullptr, a.out[0], s.half,
+                              s.outputs, stream);
   }
 };
 
@@ -459,6 +477,103 @@ struct GatedGradFamily : NoSums {
   }
 };
 
+// y = f(a + bias_a) (b + bias_b): the gate with a bias before the split.
+struct BiasGatedForwardFamily : NoSums {
+  static constexpr const char* kName = "bias-gated-forward";
+  static constexpr int kInputs = 2;   // x, bias
+  static constexpr int kOutputs = 1;  // y
+  static constexpr bool kOutputsOptional = false;
+  static int64_t InputSize(int i, int64_t n) {
+    const GatedShape s = GatedShapeFor(n);
+    return i == 0 ? 2 * s.outputs : 2 * s.half;
+  }
+  static int64_t OutputSize(int, int64_t n) { return GatedShapeFor(n).outputs; }
+  static std::vector<Aliases> InPlace() { return {}; }
+
+  template <typename Op, typename T>
+  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
+                                   int64_t n) {
+    return {Tiled(samples[0], InputSize(0, n)),
+            Tiled(samples[1], InputSize(1, n), 11)};
+  }
+  template <typename Op>
+  static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
+    const GatedShape s = GatedShapeFor(n);
+    CpuGatedForward(op, dtype, a.in[0], a.in[1], a.out[0], s.half, 0,
+                    s.outputs);
+  }
+  template <typename Op>
+  static const char* Gpu(const Op& op, Dtype dtype, const Args& a, int64_t n,
+                         void* stream) {
+    const GatedShape s = GatedShapeFor(n);
+    return LaunchGatedForward(op, dtype, a.in[0], a.in[1], a.out[0], s.half,
+                              s.outputs, stream);
+  }
+};
+
+// (dx, db): the gated grad at the features plus the bias, and the sums of dx
+// over the rows. Gpu runs twice and fails unless db has the same bits.
+struct BiasGatedGradFamily {
+  static constexpr const char* kName = "bias-gated-grad";
+  static constexpr int kInputs = 3;   // g, x, bias
+  static constexpr int kOutputs = 2;  // dx, db
+  static constexpr bool kOutputsOptional = false;
+  static int64_t InputSize(int i, int64_t n) {
+    const GatedShape s = GatedShapeFor(n);
+    return i == 0 ? s.outputs : i == 1 ? 2 * s.outputs : 2 * s.half;
+  }
+  static int64_t OutputSize(int o, int64_t n) { return InputSize(o + 1, n); }
+  static std::vector<Aliases> InPlace() { return {{{0, 1}}}; }  // dx over x
+
+  // Finite inputs, as BiasGradFamily's.
+  template <typename Op, typename T>
+  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
+                                   int64_t n) {
+    return {Tiled(samples[1], InputSize(0, n), 11),
+            Tiled(samples[0], InputSize(1, n), 11),
+            Tiled(samples[2], InputSize(2, n), 11)};
+  }
+  template <typename Op>
+  static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
+    const GatedShape s = GatedShapeFor(n);
+    const BiasGradTiling tiling =
+        MakeGatedBiasGradTiling(s.half, s.outputs / s.half);
+    std::vector<double> partials(tiling.partials());  // holds float or double
+    CpuBiasGatedGradTiles(op, dtype, a.in[0], a.in[1], a.in[2], a.out[0],
+                          partials.data(), tiling, 0, tiling.tiles());
+    CpuBiasGradReduce(dtype, partials.data(), tiling, a.out[1], 0, 2 * s.half);
+  }
+  template <typename Op>
+  static const char* Gpu(const Op& op, Dtype dtype, const Args& a, int64_t n,
+                         void* stream) {
+    const GatedShape s = GatedShapeFor(n);
+    return RunTwiceWithSameSums(
+        dtype, a, 2 * s.outputs, 2 * s.half,
+        BiasGatedGradGpuScratchBytes(dtype, s.half, s.outputs),
+        [&](void* dx, void* db, void* scratch) {
+          return LaunchBiasGatedGrad(op, dtype, a.in[0], a.in[1], a.in[2], dx,
+                                     db, scratch, s.half, s.outputs, stream);
+        });
+  }
+
+  // db: SumSlack over the columns of dx (rows x 2 half).
+  template <typename T>
+  static std::vector<std::vector<double>> Slack(const HostBuffers<T>&,
+                                                const HostBuffers<T>& want,
+                                                int64_t n) {
+    const GatedShape s = GatedShapeFor(n);
+    const int64_t cols = 2 * s.half;
+    std::vector<double> abs_sum(cols, 0.0);
+    std::vector<int64_t> terms(cols, 0);
+    for (int64_t i = 0; i < 2 * s.outputs; ++i) {
+      abs_sum[i % cols] += std::fabs(
+          static_cast<double>(static_cast<ComputeType<T>>(want[0][i])));
+      ++terms[i % cols];
+    }
+    return {{}, SumSlack<T>(abs_sum, terms)};
+  }
+};
+
 // Every family the kernels have; X(FamilyStruct).
 #define TF_OPS_GPU_FAMILIES(X) \
   X(ForwardFamily)             \
@@ -474,7 +589,9 @@ struct GatedGradFamily : NoSums {
   X(BiasGradFamily<false>)           \
   X(BiasGradFamily<true>)            \
   X(GatedForwardFamily)              \
-  X(GatedGradFamily)
+  X(GatedGradFamily)                 \
+  X(BiasGatedForwardFamily)          \
+  X(BiasGatedGradFamily)
 
 }  // namespace tf_ops
 

@@ -2,13 +2,16 @@
 backward, against the TensorFlow composites a user writes, and a transformer FFN
 training step with tf_ops layers against Keras's.
 
-  python -m tf_ops.bench.fused [--size-log2 24] [--ops gelu swish] [--no-ffn]
+  python -m tf_ops.bench.fused [--size-log2 24] [--ops gelu swish]
+                               [--families bias gated bias_gated] [--no-ffn]
 
 Cases come from the activation table (each entry's bench cases and TensorFlow
 equivalent), nothing per activation:
   bias    ``tf_ops.<act>(x, bias=b)`` vs ``tf_eq(tf.nn.bias_add(x, b))``: forward, then
           the tape's dx and db (TF: the activation's gradient, then BiasAddGrad);
-  gated   ``tf_ops.gated(x, act)`` vs ``split, tf_eq(a) * b``.
+  gated   ``tf_ops.gated(x, act)`` vs ``split, tf_eq(a) * b``;
+  bias+gated  ``tf_ops.gated(x, act, bias=b)`` vs the same on ``tf.nn.bias_add(x, b)``
+          (backward: dx and db).
 Candidates, timed in the same interleaved rounds (timing.py): tf_ops and the TF
 composite in ``tf.function``, each also under ``jit_compile``. Ratios are times of
 the reference over tf_ops (> 1: tf_ops is faster).
@@ -73,6 +76,29 @@ def _gated_pair(entry, attrs):
     return ours, theirs
 
 
+def _bias_gated_pair(entry, attrs):
+    theirs_fn = functools.partial(entry.tensorflow.forward, **attrs)
+
+    def run(fn, x, b, g):
+        with tf.GradientTape() as tape:
+            tape.watch([x, b])
+            y = fn(x, b)
+        return (y, *tape.gradient(y, [x, b], output_gradients=g))
+
+    def composite(x, b):
+        a, gate = tf.split(tf.nn.bias_add(x, b), 2, axis=-1)
+        return theirs_fn(a) * gate
+
+    ours = lambda x, b, g: run(  # noqa: E731
+        lambda x, b: tf_ops.gated(x, entry.function, bias=b, **attrs), x, b, g)
+    theirs = lambda x, b, g: run(composite, x, b, g)  # noqa: E731
+    return ours, theirs
+
+
+# The fused op families benchmarked per activation (op-name prefixes: bias_gelu, ...).
+FAMILIES = ("bias", "gated", "bias_gated")
+
+
 def _time(ours, theirs, args, budget_s: float) -> dict[str, float]:
     candidates = {
         "tf_ops": tf.function(ours),
@@ -91,7 +117,8 @@ def _ratios_line(label: str, t: dict[str, float]) -> str:
             f"   jit: tf_ops_xla vs XLA {t['xla'] / t['tf_ops_xla']:5.2f}x")
 
 
-def bench_ops(size_log2: int, ops: list[str] | None, budget_s: float) -> None:
+def bench_ops(size_log2: int, ops: list[str] | None, budget_s: float,
+              families: tuple[str, ...] = FAMILIES) -> None:
     channels = 1024
     rows = 2**size_log2 // channels
     x = tf.random.normal([rows, channels])
@@ -102,8 +129,13 @@ def bench_ops(size_log2: int, ops: list[str] | None, budget_s: float) -> None:
     for name, entry, attrs in _cases():
         if ops and name not in ops:
             continue
-        print(_ratios_line(f"bias+{name}", _time(*_bias_pair(entry, attrs), (x, b, g), budget_s)))
-        print(_ratios_line(f"gated {name}", _time(*_gated_pair(entry, attrs), (x, g_half), budget_s)))
+        if "bias" in families:
+            print(_ratios_line(f"bias+{name}", _time(*_bias_pair(entry, attrs), (x, b, g), budget_s)))
+        if "gated" in families:
+            print(_ratios_line(f"gated {name}", _time(*_gated_pair(entry, attrs), (x, g_half), budget_s)))
+        if "bias_gated" in families:
+            print(_ratios_line(f"bias+gated {name}",
+                               _time(*_bias_gated_pair(entry, attrs), (x, b, g_half), budget_s)))
 
 
 def _ffn(tokens: int, d_model: int, d_ff: int, gated: bool, ours: bool):
@@ -166,11 +198,12 @@ def main(argv=None) -> None:
     parser.add_argument("--size-log2", type=int, default=24)
     parser.add_argument("--ops", nargs="*", help="bench case names (default: all)")
     parser.add_argument("--budget-s", type=float, default=4.0, help="per case, all candidates")
+    parser.add_argument("--families", nargs="*", choices=FAMILIES, default=list(FAMILIES))
     parser.add_argument("--no-ffn", action="store_true")
     parser.add_argument("--no-ops", action="store_true")
     args = parser.parse_args(argv)
     if not args.no_ops:
-        bench_ops(args.size_log2, args.ops, args.budget_s)
+        bench_ops(args.size_log2, args.ops, args.budget_s, tuple(args.families))
     if not args.no_ffn:
         bench_ffn(args.budget_s)
 

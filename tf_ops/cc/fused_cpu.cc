@@ -153,22 +153,43 @@ void BiasGradTileRange(const Op& op, const void* g_raw, const void* x_raw,
   }
 }
 
+// A run of output columns j0.. of one row, without (bias_a null) or with the
+// bias of the a and b columns.
 template <typename Op, typename S>
-void GatedForwardRange(const Op& op, const void* x_raw, void* y_raw,
-                       int64_t half, int64_t begin, int64_t end) {
+void GatedForwardRun(const Op& op, const typename S::Stored* a,
+                     const typename S::Stored* b,
+                     const typename S::Stored* bias_a,
+                     const typename S::Stored* bias_b, typename S::Stored* out,
+                     int64_t len) {
+  if (bias_a == nullptr) {
+#pragma GCC ivdep
+    for (int64_t j = 0; j < len; ++j) {
+      out[j] = S::Store(GatedForwardOf(op, S::Load(a[j]), S::Load(b[j])));
+    }
+  } else {
+#pragma GCC ivdep
+    for (int64_t j = 0; j < len; ++j) {
+      out[j] = S::Store(GatedForwardOf(op, S::Load(a[j]) + S::Load(bias_a[j]),
+                                       S::Load(b[j]) + S::Load(bias_b[j])));
+    }
+  }
+}
+
+template <typename Op, typename S>
+void GatedForwardRange(const Op& op, const void* x_raw, const void* bias_raw,
+                       void* y_raw, int64_t half, int64_t begin, int64_t end) {
   using Stored = typename S::Stored;
   const Stored* x = static_cast<const Stored*>(x_raw);
+  const Stored* bias = static_cast<const Stored*>(bias_raw);
   Stored* y = static_cast<Stored*>(y_raw);
   for (int64_t i = begin; i < end;) {
     const int64_t r = i / half, j0 = i % half;
     const int64_t len = std::min(half - j0, end - i);
     const Stored* a = x + r * 2 * half + j0;
-    const Stored* b = a + half;
-    Stored* out = y + i;
-#pragma GCC ivdep
-    for (int64_t j = 0; j < len; ++j) {
-      out[j] = S::Store(GatedForwardOf(op, S::Load(a[j]), S::Load(b[j])));
-    }
+    const Stored* bias_a = bias == nullptr ? nullptr : bias + j0;
+    GatedForwardRun<Op, S>(op, a, a + half, bias_a,
+                           bias_a == nullptr ? nullptr : bias_a + half, y + i,
+                           len);
     i += len;
   }
 }
@@ -197,6 +218,53 @@ void GatedGradRange(const Op& op, const void* g_raw, const void* x_raw,
       db[j] = S::Store(v.d_b);
     }
     i += len;
+  }
+}
+
+// BiasGated grad tiles: each row of a tile writes dx for its output columns'
+// a and b features and adds them, unrounded, to the tile's partial sums.
+template <typename Op, typename S>
+void BiasGatedGradTileRange(const Op& op, const void* g_raw, const void* x_raw,
+                            const void* b_raw, void* dx_raw,
+                            void* partials_raw, const BiasGradTiling& t,
+                            int64_t tile_begin, int64_t tile_end) {
+  using Stored = typename S::Stored;
+  using Acc = typename S::Acc;
+  const Stored* g = static_cast<const Stored*>(g_raw);
+  const Stored* x = static_cast<const Stored*>(x_raw);
+  const Stored* bias = static_cast<const Stored*>(b_raw);
+  Stored* dx = static_cast<Stored*>(dx_raw);
+  Acc* partials = static_cast<Acc*>(partials_raw);
+  const int64_t half = t.cols / 2;
+  for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
+    const int64_t rt = tile / t.col_tiles, ct = tile % t.col_tiles;
+    const int64_t r0 = rt * t.row_block, r1 = std::min(t.rows, r0 + t.row_block);
+    const int64_t c0 = ct * t.col_block, c1 = std::min(half, c0 + t.col_block);
+    const int64_t len = c1 - c0;
+    Acc* acc_a = partials + rt * t.cols + c0;
+    Acc* acc_b = acc_a + half;
+    std::fill(acc_a, acc_a + len, Acc(0));
+    std::fill(acc_b, acc_b + len, Acc(0));
+    const Stored* bias_a = bias + c0;
+    const Stored* bias_b = bias_a + half;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t at = r * t.cols + c0;
+      const Stored* a = x + at;
+      const Stored* b = a + half;
+      const Stored* gi = g + r * half + c0;
+      Stored* da = dx + at;
+      Stored* db = da + half;
+#pragma GCC ivdep
+      for (int64_t j = 0; j < len; ++j) {
+        const auto v = GatedGradOf(op, S::Load(gi[j]),
+                                   S::Load(a[j]) + S::Load(bias_a[j]),
+                                   S::Load(b[j]) + S::Load(bias_b[j]));
+        da[j] = S::Store(v.d_a);
+        db[j] = S::Store(v.d_b);
+        acc_a[j] += static_cast<Acc>(v.d_a);
+        acc_b[j] += static_cast<Acc>(v.d_b);
+      }
+    }
   }
 }
 
@@ -233,14 +301,30 @@ void BiasGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
 }
 
 template <typename Op>
-void GatedForwardAny(const Op& op, Dtype dtype, const void* x, void* y,
-                     int64_t half, int64_t begin, int64_t end) {
+void GatedForwardAny(const Op& op, Dtype dtype, const void* x, const void* b,
+                     void* y, int64_t half, int64_t begin, int64_t end) {
   WithFixedFormula(
       op,
       [&](auto fixed) {
         WithStorage(dtype, [&](auto s) {
-          GatedForwardRange<decltype(fixed), decltype(s)>(fixed, x, y, half,
+          GatedForwardRange<decltype(fixed), decltype(s)>(fixed, x, b, y, half,
                                                           begin, end);
+        });
+      },
+      0);
+}
+
+template <typename Op>
+void BiasGatedGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
+                      const void* b, void* dx, void* partials,
+                      const BiasGradTiling& tiling, int64_t tile_begin,
+                      int64_t tile_end) {
+  WithFixedFormula(
+      op,
+      [&](auto fixed) {
+        WithStorage(dtype, [&](auto s) {
+          BiasGatedGradTileRange<decltype(fixed), decltype(s)>(
+              fixed, g, x, b, dx, partials, tiling, tile_begin, tile_end);
         });
       },
       0);
@@ -278,9 +362,17 @@ void GatedGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
   }                                                                           \
   template <typename Op>                                                      \
   TARGET __attribute__((flatten, noinline)) void GatedForward##Suffix(        \
-      const Op& op, Dtype dtype, const void* x, void* y, int64_t half,        \
-      int64_t begin, int64_t end) {                                           \
-    GatedForwardAny(op, dtype, x, y, half, begin, end);                       \
+      const Op& op, Dtype dtype, const void* x, const void* b, void* y,       \
+      int64_t half, int64_t begin, int64_t end) {                             \
+    GatedForwardAny(op, dtype, x, b, y, half, begin, end);                    \
+  }                                                                           \
+  template <typename Op>                                                      \
+  TARGET __attribute__((flatten, noinline)) void BiasGatedGrad##Suffix(       \
+      const Op& op, Dtype dtype, const void* g, const void* x, const void* b, \
+      void* dx, void* partials, const BiasGradTiling& tiling,                 \
+      int64_t tile_begin, int64_t tile_end) {                                 \
+    BiasGatedGradAny(op, dtype, g, x, b, dx, partials, tiling, tile_begin,    \
+                     tile_end);                                               \
   }                                                                           \
   template <typename Op>                                                      \
   TARGET __attribute__((flatten, noinline)) void GatedGrad##Suffix(           \
@@ -324,6 +416,20 @@ BiasGradTiling MakeBiasGradTiling(BiasLayout layout, int64_t n) {
   return t;
 }
 
+BiasGradTiling MakeGatedBiasGradTiling(int64_t half, int64_t rows) {
+  BiasGradTiling t;
+  t.layout = {2 * half, 1};
+  t.cols = 2 * half;
+  t.rows = rows;
+  // Tiles of about kTileElements features: output column blocks of up to
+  // half that, each covering its a and b columns.
+  t.col_block = std::max<int64_t>(1, std::min(half, kTileElements / 2));
+  t.row_block = std::max<int64_t>(1, kTileElements / (2 * t.col_block));
+  t.row_tiles = (t.rows + t.row_block - 1) / t.row_block;
+  t.col_tiles = (half + t.col_block - 1) / t.col_block;
+  return t;
+}
+
 template <typename Op>
 void CpuBiasForward(const Op& op, Dtype dtype, const void* x, const void* bias,
                     void* y, BiasLayout layout, int64_t begin, int64_t end) {
@@ -340,9 +446,19 @@ void CpuBiasGradTiles(const Op& op, Dtype dtype, const void* g, const void* x,
 }
 
 template <typename Op>
-void CpuGatedForward(const Op& op, Dtype dtype, const void* x, void* y,
-                     int64_t half, int64_t begin, int64_t end) {
-  TF_OPS_FUSED_DISPATCH(GatedForward, op, dtype, x, y, half, begin, end)
+void CpuGatedForward(const Op& op, Dtype dtype, const void* x,
+                     const void* bias, void* y, int64_t half, int64_t begin,
+                     int64_t end) {
+  TF_OPS_FUSED_DISPATCH(GatedForward, op, dtype, x, bias, y, half, begin, end)
+}
+
+template <typename Op>
+void CpuBiasGatedGradTiles(const Op& op, Dtype dtype, const void* g,
+                           const void* x, const void* bias, void* dx,
+                           void* partials, const BiasGradTiling& tiling,
+                           int64_t tile_begin, int64_t tile_end) {
+  TF_OPS_FUSED_DISPATCH(BiasGatedGrad, op, dtype, g, x, bias, dx, partials,
+                        tiling, tile_begin, tile_end)
 }
 
 template <typename Op>
@@ -385,8 +501,12 @@ void CpuBiasGradReduce(Dtype dtype, const void* partials_raw,
                                        const void*, const void*, void*, void*, \
                                        const BiasGradTiling&, int64_t,         \
                                        int64_t);                               \
-  template void CpuGatedForward<Name>(const Name&, Dtype, const void*, void*,  \
-                                      int64_t, int64_t, int64_t);              \
+  template void CpuGatedForward<Name>(const Name&, Dtype, const void*,         \
+                                      const void*, void*, int64_t, int64_t,    \
+                                      int64_t);                                \
+  template void CpuBiasGatedGradTiles<Name>(                                   \
+      const Name&, Dtype, const void*, const void*, const void*, void*, void*, \
+      const BiasGradTiling&, int64_t, int64_t);                                \
   template void CpuGatedGrad<Name>(const Name&, Dtype, const void*,            \
                                    const void*, void*, int64_t, int64_t,       \
                                    int64_t);

@@ -68,17 +68,31 @@ void CpuBiasGradReduce(Dtype dtype, const void* partials,
                        int64_t begin, int64_t end);
 
 // Gated: features of rows x (2 * half) elements, outputs rows x half; output
-// element i = (r, j) reads a = features[r, j] and b = features[r, half + j].
+// element i = (r, j) reads a = features[r, j] and b = features[r, half + j],
+// each plus its element of `bias` (2 * half elements) unless bias is null.
 // y[i] = f(a) * b for output elements i in [begin, end).
 template <typename Op>
-void CpuGatedForward(const Op& op, Dtype dtype, const void* x, void* y,
-                     int64_t half, int64_t begin, int64_t end);
+void CpuGatedForward(const Op& op, Dtype dtype, const void* x,
+                     const void* bias, void* y, int64_t half, int64_t begin,
+                     int64_t end);
 
 // dx[r, j] = g[i] * b * f'(a), dx[r, half + j] = g[i] * f(a), for output
 // elements i in [begin, end). dx may be x.
 template <typename Op>
 void CpuGatedGrad(const Op& op, Dtype dtype, const void* g, const void* x,
                   void* dx, int64_t half, int64_t begin, int64_t end);
+
+// BiasGated's grad: CpuGatedGrad with the bias added to the features, and the
+// bias gradient (db, 2 * half elements: the sums of dx over the rows) by
+// the tiles of the bias ops. The tiling's matrix is the features' (cols =
+// 2 * half: the channels, for partials() and CpuBiasGradReduce); its column
+// blocks cut the output columns [0, half), each tile writing both halves.
+BiasGradTiling MakeGatedBiasGradTiling(int64_t half, int64_t rows);
+template <typename Op>
+void CpuBiasGatedGradTiles(const Op& op, Dtype dtype, const void* g,
+                           const void* x, const void* bias, void* dx,
+                           void* partials, const BiasGradTiling& tiling,
+                           int64_t tile_begin, int64_t tile_end);
 
 }  // namespace tf_ops
 

@@ -1,5 +1,5 @@
 // Kernels of the fused ops (fused_op_defs.h): bias + activation and gated
-// activations, forward and grad, for every activation in activation_list.h
+// activations (without and with a bias), forward and grad, for every activation in activation_list.h
 // and half, bfloat16, float and double. They check shapes (the shape
 // functions cannot when dimensions are unknown, nor in eager calls), allocate
 // (reusing an input buffer when TensorFlow allows) and hand the buffers to
@@ -73,10 +73,26 @@ struct FusedExecutor<GpuDevice> {
 
   template <typename Act, typename T>
   static absl::Status GatedForward(OpKernelContext* ctx, const std::string& op,
-                                   const Act& act, const T* x, T* y,
-                                   int64_t half, int64_t n_out) {
-    return Check(op, LaunchGatedForward(act, DtypeOf<T>(), x, y, half, n_out,
-                                        GpuStream(ctx)));
+                                   const Act& act, const T* x, const T* bias,
+                                   T* y, int64_t half, int64_t n_out) {
+    return Check(op, LaunchGatedForward(act, DtypeOf<T>(), x, bias, y, half,
+                                        n_out, GpuStream(ctx)));
+  }
+
+  template <typename Act, typename T>
+  static absl::Status BiasGatedGrad(OpKernelContext* ctx,
+                                    const std::string& op, const Act& act,
+                                    const T* g, const T* x, const T* bias,
+                                    T* dx, T* db, int64_t half,
+                                    int64_t n_out) {
+    const int64_t bytes =
+        BiasGatedGradGpuScratchBytes(DtypeOf<T>(), half, n_out);
+    Tensor scratch;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_INT8,
+                                          TensorShape({bytes}), &scratch));
+    return Check(op, LaunchBiasGatedGrad(act, DtypeOf<T>(), g, x, bias, dx, db,
+                                         scratch.flat<int8_t>().data(), half,
+                                         n_out, GpuStream(ctx)));
   }
 
   template <typename Act, typename T>
@@ -116,37 +132,39 @@ struct FusedExecutor<CpuDevice> {
                                const Act& act, const T* g, const T* x,
                                const T* bias, T* dx, T* db, BiasLayout layout,
                                int64_t n) {
-    const BiasGradTiling tiling = MakeBiasGradTiling(layout, n);
-    // Partial sums in float or double (fused_cpu.h); double-sized slots
-    // hold either.
-    Tensor partials;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_DOUBLE,
-                                          TensorShape({tiling.partials()}),
-                                          &partials));
-    void* pp = partials.flat<double>().data();
-    const int64_t tile_cost =
-        tiling.row_block * tiling.col_block * (Act::kCyclesPerElement + 2);
-    ParallelFor(ctx, tiling.tiles(), tile_cost,
-                [&](int64_t begin, int64_t end) {
-                  CpuBiasGradTiles(act, DtypeOf<T>(), g, x, bias, dx, pp,
-                                   tiling, begin, end);
-                });
-    const int64_t per_channel =
-        tiling.partials() / std::max<int64_t>(1, layout.channels) + 1;
-    ParallelFor(ctx, layout.channels, per_channel,
-                [&](int64_t begin, int64_t end) {
-                  CpuBiasGradReduce(DtypeOf<T>(), pp, tiling, db, begin, end);
-                });
-    return absl::OkStatus();
+    return TiledBiasGrad<T>(
+        ctx, MakeBiasGradTiling(layout, n), Act::kCyclesPerElement + 2, db,
+        [&](void* partials, const BiasGradTiling& tiling, int64_t begin,
+            int64_t end) {
+          CpuBiasGradTiles(act, DtypeOf<T>(), g, x, bias, dx, partials, tiling,
+                           begin, end);
+        });
+  }
+
+  template <typename Act, typename T>
+  static absl::Status BiasGatedGrad(OpKernelContext* ctx, const std::string&,
+                                    const Act& act, const T* g, const T* x,
+                                    const T* bias, T* dx, T* db, int64_t half,
+                                    int64_t n_out) {
+    const int64_t rows = half == 0 ? 0 : n_out / half;
+    return TiledBiasGrad<T>(
+        ctx, MakeGatedBiasGradTiling(half, rows),
+        3 * Act::kCyclesPerElement + 6, db,
+        [&](void* partials, const BiasGradTiling& tiling, int64_t begin,
+            int64_t end) {
+          CpuBiasGatedGradTiles(act, DtypeOf<T>(), g, x, bias, dx, partials,
+                                tiling, begin, end);
+        });
   }
 
   template <typename Act, typename T>
   static absl::Status GatedForward(OpKernelContext* ctx, const std::string&,
-                                   const Act& act, const T* x, T* y,
-                                   int64_t half, int64_t n_out) {
+                                   const Act& act, const T* x, const T* bias,
+                                   T* y, int64_t half, int64_t n_out) {
     ParallelFor(ctx, n_out, 2 * Act::kCyclesPerElement + 2,
                 [&](int64_t begin, int64_t end) {
-                  CpuGatedForward(act, DtypeOf<T>(), x, y, half, begin, end);
+                  CpuGatedForward(act, DtypeOf<T>(), x, bias, y, half, begin,
+                                  end);
                 });
     return absl::OkStatus();
   }
@@ -163,6 +181,33 @@ struct FusedExecutor<CpuDevice> {
   }
 
  private:
+  // A bias gradient: `tiles(partials, tiling, begin, end)` over the tiles in
+  // parallel, each into its own partial sums (a scratch tensor), then the
+  // per-channel sums in parallel over channels. `cost` is cycles per element.
+  template <typename T, typename Tiles>
+  static absl::Status TiledBiasGrad(OpKernelContext* ctx,
+                                    const BiasGradTiling& tiling, int64_t cost,
+                                    T* db, const Tiles& tiles) {
+    // Partial sums in float or double (fused_cpu.h); double-sized slots
+    // hold either.
+    Tensor partials;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_DOUBLE,
+                                          TensorShape({tiling.partials()}),
+                                          &partials));
+    void* pp = partials.flat<double>().data();
+    ParallelFor(ctx, tiling.tiles(), tiling.row_block * tiling.col_block * cost,
+                [&](int64_t begin, int64_t end) {
+                  tiles(pp, tiling, begin, end);
+                });
+    const int64_t channels = tiling.layout.channels;
+    const int64_t per_channel =
+        tiling.partials() / std::max<int64_t>(1, channels) + 1;
+    ParallelFor(ctx, channels, per_channel, [&](int64_t begin, int64_t end) {
+      CpuBiasGradReduce(DtypeOf<T>(), pp, tiling, db, begin, end);
+    });
+    return absl::OkStatus();
+  }
+
   static void ParallelFor(OpKernelContext* ctx, int64_t total,
                           int64_t cost_per_unit,
                           const std::function<void(int64_t, int64_t)>& fn) {
@@ -254,7 +299,9 @@ class BiasActivationGradOp : public OpKernel {
   bool nchw_ = false;
 };
 
-template <typename Device, typename T, typename Act>
+// Gated{Act} (kBias false) and BiasGated{Act} (kBias true: input 1 is the
+// bias, added to the features before the split).
+template <typename Device, typename T, typename Act, bool kBias>
 class GatedActivationOp : public OpKernel {
  public:
   explicit GatedActivationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -263,9 +310,15 @@ class GatedActivationOp : public OpKernel {
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
-    const std::string op = Name<Act>("Gated");
+    const std::string op = Name<Act>(kBias ? "BiasGated" : "Gated");
     int64_t half = 0;
     OP_REQUIRES_OK(ctx, GatedHalf(op, x.shape(), &half));
+    const T* bias = nullptr;
+    if (kBias) {
+      const Tensor& b = ctx->input(1);
+      OP_REQUIRES_OK(ctx, CheckGatedBias(op, x.shape(), b.shape()));
+      bias = b.flat<T>().data();
+    }
     TensorShape out_shape = x.shape();
     out_shape.set_dim(out_shape.dims() - 1, half);
     Tensor* y = nullptr;
@@ -273,7 +326,7 @@ class GatedActivationOp : public OpKernel {
     const int64_t n = out_shape.num_elements();
     if (n == 0) return;
     OP_REQUIRES_OK(ctx, FusedExecutor<Device>::GatedForward(
-                            ctx, op, act_, x.flat<T>().data(),
+                            ctx, op, act_, x.flat<T>().data(), bias,
                             y->flat<T>().data(), half, n));
   }
 
@@ -281,7 +334,7 @@ class GatedActivationOp : public OpKernel {
   Act act_;
 };
 
-template <typename Device, typename T, typename Act>
+template <typename Device, typename T, typename Act, bool kBias>
 class GatedActivationGradOp : public OpKernel {
  public:
   explicit GatedActivationGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -291,9 +344,12 @@ class GatedActivationGradOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& g = ctx->input(0);
     const Tensor& x = ctx->input(1);
-    const std::string op = Name<Act>("Gated", "Grad");
+    const std::string op = Name<Act>(kBias ? "BiasGated" : "Gated", "Grad");
     int64_t half = 0;
     OP_REQUIRES_OK(ctx, GatedHalf(op, x.shape(), &half));
+    if (kBias) {
+      OP_REQUIRES_OK(ctx, CheckGatedBias(op, x.shape(), ctx->input(2).shape()));
+    }
     TensorShape out_shape = x.shape();
     out_shape.set_dim(out_shape.dims() - 1, half);
     OP_REQUIRES(ctx, g.shape() == out_shape,
@@ -306,6 +362,18 @@ class GatedActivationGradOp : public OpKernel {
     OP_REQUIRES_OK(ctx,
                    ctx->forward_input_or_allocate_output({1}, 0, x.shape(), &dx));
     const int64_t n = out_shape.num_elements();
+    if constexpr (kBias) {
+      const Tensor& bias = ctx->input(2);
+      Tensor* db = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, bias.shape(), &db));
+      // Also for an empty x: db is then zeros.
+      OP_REQUIRES_OK(ctx, FusedExecutor<Device>::BiasGatedGrad(
+                              ctx, op, act_, g.flat<T>().data(),
+                              x.flat<T>().data(), bias.flat<T>().data(),
+                              dx->flat<T>().data(), db->flat<T>().data(), half,
+                              n));
+      return;
+    }
     if (n == 0) return;
     OP_REQUIRES_OK(ctx, FusedExecutor<Device>::GatedGrad(
                             ctx, op, act_, g.flat<T>().data(),
@@ -333,10 +401,16 @@ using tensorflow::register_kernel::Name;
       BiasActivationGradOp<TAG, T, Act>);                                     \
   REGISTER_KERNEL_BUILDER(                                                    \
       Name("TfOps>Gated" #Act).Device(DEV).TypeConstraint<T>("T"),            \
-      GatedActivationOp<TAG, T, Act>);                                        \
+      GatedActivationOp<TAG, T, Act, false>);                                 \
   REGISTER_KERNEL_BUILDER(                                                    \
       Name("TfOps>Gated" #Act "Grad").Device(DEV).TypeConstraint<T>("T"),     \
-      GatedActivationGradOp<TAG, T, Act>);
+      GatedActivationGradOp<TAG, T, Act, false>);                             \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>BiasGated" #Act).Device(DEV).TypeConstraint<T>("T"),        \
+      GatedActivationOp<TAG, T, Act, true>);                                  \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>BiasGated" #Act "Grad").Device(DEV).TypeConstraint<T>("T"), \
+      GatedActivationGradOp<TAG, T, Act, true>);
 
 #define TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEV, TAG, Act)       \
   TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, Eigen::half)     \

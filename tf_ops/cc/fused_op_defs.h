@@ -6,6 +6,9 @@
 //                                     -> backprops: T, bias_backprops: T
 //   TfOps>GatedAct      features: T                      -> activations: T
 //   TfOps>GatedActGrad  gradients: T, features: T        -> backprops: T
+//   TfOps>BiasGatedAct  features: T, bias: T             -> activations: T
+//   TfOps>BiasGatedActGrad gradients: T, features: T, bias: T
+//                                     -> backprops: T, bias_backprops: T
 // with the activation's attributes (bias ops also data_format) and T in
 // {half, bfloat16, float, double}. The math is fused_math.h's; kernels are in
 // fused_kernels.cc, XLA lowerings in fused_xla.cc, the Python in
@@ -16,7 +19,9 @@
 //     features: the last axis (NHWC, features of any rank >= 1) or axis 1
 //     (NCHW, rank >= 2); gradients has the features' shape.
 //   gated ops: the features' last axis is even; the activations have half of
-//     it; gradients has the activations' shape.
+//     it; gradients has the activations' shape. BiasGated: the bias is 1-D
+//     with one element per feature of the last axis (it is added before the
+//     split).
 
 #ifndef TF_OPS_CC_FUSED_OP_DEFS_H_
 #define TF_OPS_CC_FUSED_OP_DEFS_H_
@@ -131,24 +136,51 @@ inline absl::Status GatedOutputShape(InferenceContext* c,
   return c->ReplaceDim(x, -1, half, out);
 }
 
-template <typename Act>
+// BiasGated ops: the bias (input `bias_index`) against the features' last
+// axis (input `features_index`).
+inline absl::Status CheckGatedBias(InferenceContext* c, const std::string& op,
+                                   int features_index, int bias_index) {
+  ShapeHandle bias;
+  if (!c->WithRank(c->input(bias_index), 1, &bias).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": bias must be 1-D, got shape ",
+                     c->DebugString(c->input(bias_index))));
+  }
+  ShapeHandle x = c->input(features_index);
+  if (!c->RankKnown(x)) return absl::OkStatus();
+  DimensionHandle merged;
+  if (!c->Merge(c->Dim(x, -1), c->Dim(bias, 0), &merged).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": bias must have one element per feature of the last axis (it "
+        "is added before the split), got features ", c->DebugString(x),
+        " and bias ", c->DebugString(bias)));
+  }
+  return absl::OkStatus();
+}
+
+// Gated{Act} (kBias false) and BiasGated{Act} (true).
+template <typename Act, bool kBias>
 absl::Status GatedShape(InferenceContext* c) {
   Act act;
   TF_RETURN_IF_ERROR(ReadAttrs(c, &act));
+  const std::string op =
+      absl::StrCat("TfOps>", kBias ? "BiasGated" : "Gated", Act::kName);
   ShapeHandle out;
-  TF_RETURN_IF_ERROR(GatedOutputShape(
-      c, absl::StrCat("TfOps>Gated", Act::kName), 0, &out));
+  TF_RETURN_IF_ERROR(GatedOutputShape(c, op, 0, &out));
+  if (kBias) TF_RETURN_IF_ERROR(CheckGatedBias(c, op, 0, 1));
   c->set_output(0, out);
   return absl::OkStatus();
 }
 
-template <typename Act>
+template <typename Act, bool kBias>
 absl::Status GatedGradShape(InferenceContext* c) {
   Act act;
   TF_RETURN_IF_ERROR(ReadAttrs(c, &act));
-  const std::string op = absl::StrCat("TfOps>Gated", Act::kName, "Grad");
+  const std::string op =
+      absl::StrCat("TfOps>", kBias ? "BiasGated" : "Gated", Act::kName, "Grad");
   ShapeHandle out, merged;
   TF_RETURN_IF_ERROR(GatedOutputShape(c, op, 1, &out));
+  if (kBias) TF_RETURN_IF_ERROR(CheckGatedBias(c, op, 1, 2));
   if (!c->Merge(c->input(0), out, &merged).ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": gradients must have the shape of the activations (the "
@@ -157,6 +189,7 @@ absl::Status GatedGradShape(InferenceContext* c) {
         c->DebugString(c->input(1))));
   }
   c->set_output(0, c->input(1));
+  if (kBias) c->set_output(1, c->input(2));
   return absl::OkStatus();
 }
 
@@ -201,23 +234,46 @@ bool RegisterFusedOps(const std::vector<const char*>& attrs,
            "otherwise; bit-identical for any thread count), in one pass.");
   bias_grad();
 
-  OpDefBuilderWrapper gated_op(gated.c_str());
-  gated_op.Input("features: T").Output("activations: T");
-  add_attrs(gated_op);
-  gated_op.SetShapeFn(fused_shapes::GatedShape<Act>)
-      .Doc("activations = f(a) * b for f = TfOps>" + act +
-           ", where [a, b] are the two halves of the features' last axis "
-           "(which must be even): the gated linear unit family, in one pass.");
-  gated_op();
+  // Gated ops, without and with a bias added before the split.
+  for (const bool with_bias : {false, true}) {
+    const std::string name = with_bias ? "TfOps>BiasGated" + act : gated;
+    const std::string features =
+        with_bias ? "(features + bias)" : "the features";
+    OpDefBuilderWrapper gated_op(name.c_str());
+    gated_op.Input("features: T");
+    if (with_bias) gated_op.Input("bias: T");
+    gated_op.Output("activations: T");
+    add_attrs(gated_op);
+    gated_op
+        .SetShapeFn(with_bias ? fused_shapes::GatedShape<Act, true>
+                              : fused_shapes::GatedShape<Act, false>)
+        .Doc("activations = f(a) * b for f = TfOps>" + act +
+             ", where [a, b] are the two halves of the last axis of " +
+             features +
+             " (which must be even): the gated linear unit family, in one "
+             "pass." +
+             (with_bias ? " bias has one element per feature of the last axis."
+                        : ""));
+    gated_op();
 
-  OpDefBuilderWrapper gated_grad((gated + "Grad").c_str());
-  gated_grad.Input("gradients: T").Input("features: T").Output("backprops: T");
-  add_attrs(gated_grad);
-  gated_grad.SetShapeFn(fused_shapes::GatedGradShape<Act>)
-      .Doc("backprops = [gradients * b * f'(a), gradients * f(a)] for f = "
-           "TfOps>" + act + " and [a, b] the halves of the features' last "
-           "axis, in one pass.");
-  gated_grad();
+    OpDefBuilderWrapper gated_grad((name + "Grad").c_str());
+    gated_grad.Input("gradients: T").Input("features: T");
+    if (with_bias) gated_grad.Input("bias: T");
+    gated_grad.Output("backprops: T");
+    if (with_bias) gated_grad.Output("bias_backprops: T");
+    add_attrs(gated_grad);
+    gated_grad
+        .SetShapeFn(with_bias ? fused_shapes::GatedGradShape<Act, true>
+                              : fused_shapes::GatedGradShape<Act, false>)
+        .Doc("backprops = [gradients * b * f'(a), gradients * f(a)] for f = "
+             "TfOps>" + act + " and [a, b] the halves of the last axis of " +
+             features + "," +
+             (with_bias ? " and bias_backprops = its sum over every axis but "
+                          "the last (accumulated as the Bias ops'),"
+                        : "") +
+             " in one pass.");
+    gated_grad();
+  }
   return true;
 }
 

@@ -51,6 +51,19 @@ inline absl::Status GatedHalf(const std::string& op, const TensorShape& x,
   return absl::OkStatus();
 }
 
+// BiasGated ops: the bias is 1-D with one element per feature of the last
+// axis (call after GatedHalf).
+inline absl::Status CheckGatedBias(const std::string& op, const TensorShape& x,
+                                   const TensorShape& bias) {
+  if (bias.dims() != 1 || bias.dim_size(0) != x.dim_size(x.dims() - 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": bias must be 1-D with one element per feature of the last axis "
+        "(it is added before the split), got features ", x.DebugString(),
+        " and bias ", bias.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_FUSED_SHAPE_CHECKS_H_

@@ -2,12 +2,13 @@
 // activation_list.h, on the XLA_CPU_JIT and XLA_GPU_JIT devices: the
 // functors of activation_math.h through fused_math.h with T = XlaValue, as
 // activation_xla.cc does for the plain ops, and the same shape checks as the
-// kernels (fused_shape_checks.h). The bias gradient is an XLA reduce, in a
-// fixed order, in F32 for half, bfloat16 and float, F64 for double: float sums
-// in F32 here, as XLA's own BiasAddGrad does (the kernels sum it in double;
-// an F64 reduce made the jit step 0.6x the XLA composite's speed). The grad ops read their features through Isolated (xla_isolated.h),
-// as the plain grad ops do. Registered with REGISTER_KERNEL_BUILDER for the
-// reason activation_xla.cc gives.
+// kernels (fused_shape_checks.h). The bias gradients (Bias and BiasGated
+// ops) are an XLA reduce, in a fixed order, in F32 for half, bfloat16 and
+// float, F64 for double: float sums in F32 here, as XLA's own BiasAddGrad
+// does (the kernels sum it in double; an F64 reduce made the jit step 0.6x
+// the XLA composite's speed). The grad ops read their features through
+// Isolated (xla_isolated.h), as the plain grad ops do. Registered with
+// REGISTER_KERNEL_BUILDER for the reason activation_xla.cc gives.
 
 #include <cstdint>
 #include <string>
@@ -133,7 +134,9 @@ class BiasGradXlaOp : public BiasXlaBase<Act> {
   }
 };
 
-template <typename Act>
+// Gated{Act} (kBias false) and BiasGated{Act} (true: the bias, the input
+// after the features, is added before the split).
+template <typename Act, bool kBias>
 class GatedXlaBase : public tensorflow::XlaOpKernel {
  public:
   explicit GatedXlaBase(tensorflow::OpKernelConstruction* ctx)
@@ -142,56 +145,79 @@ class GatedXlaBase : public tensorflow::XlaOpKernel {
   }
 
  protected:
-  // The two halves of input x_index, widened; checks the shape.
+  static std::string OpName(const char* suffix = "") {
+    return absl::StrCat("TfOps>", kBias ? "BiasGated" : "Gated", Act::kName,
+                        suffix);
+  }
+
+  // The two halves of input x_index (plus the bias), widened; checks the
+  // shapes.
   absl::Status Halves(tensorflow::XlaOpKernelContext* ctx,
                       const std::string& op, int x_index, bool isolate,
-                      TensorShape* out, XlaOp* a, XlaOp* b) {
+                      TensorShape* out, XlaValue* a, XlaValue* b) {
     TF_ASSIGN_OR_RETURN(const TensorShape x, InputShape(ctx, x_index));
     int64_t half = 0;
     TF_RETURN_IF_ERROR(GatedHalf(op, x, &half));
     *out = x;
     out->set_dim(x.dims() - 1, half);
     const int last = x.dims() - 1;
+    const xla::PrimitiveType type = ctx->input_xla_type(x_index);
     // The grad op's features go through Isolated (xla_isolated.h).
     const XlaOp features = isolate
                                ? Isolated(ctx->Input(x_index), Use::kGrad)
                                : ctx->Input(x_index);
-    *a = xla::SliceInDim(features, 0, half, 1, last);
-    *b = xla::SliceInDim(features, half, 2 * half, 1, last);
+    XlaOp a_op = xla::SliceInDim(features, 0, half, 1, last);
+    XlaOp b_op = xla::SliceInDim(features, half, 2 * half, 1, last);
+    *a = Widen(a_op, type);
+    *b = Widen(b_op, type);
+    if (kBias) {
+      TF_ASSIGN_OR_RETURN(const TensorShape bias,
+                          InputShape(ctx, x_index + 1));
+      TF_RETURN_IF_ERROR(CheckGatedBias(op, x, bias));
+      const XlaOp bias_op = ctx->Input(x_index + 1);
+      const auto sizes = out->dim_sizes();
+      const std::vector<int64_t> dims(sizes.begin(), sizes.end());
+      *a = *a + Widen(xla::BroadcastInDim(
+                          xla::SliceInDim(bias_op, 0, half, 1, 0), dims,
+                          {last}),
+                      type);
+      *b = *b + Widen(xla::BroadcastInDim(
+                          xla::SliceInDim(bias_op, half, 2 * half, 1, 0),
+                          dims, {last}),
+                      type);
+    }
     return absl::OkStatus();
   }
 
   Act act_;
 };
 
-template <typename Act>
-class GatedXlaOp : public GatedXlaBase<Act> {
+template <typename Act, bool kBias>
+class GatedXlaOp : public GatedXlaBase<Act, kBias> {
  public:
-  using GatedXlaBase<Act>::GatedXlaBase;
+  using GatedXlaBase<Act, kBias>::GatedXlaBase;
 
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     TensorShape out;
-    XlaOp a_op, b_op;
-    OP_REQUIRES_OK(ctx, this->Halves(ctx, absl::StrCat("TfOps>Gated", Act::kName),
-                                     0, /*isolate=*/false, &out, &a_op, &b_op));
+    XlaValue a(0.0), b(0.0);  // set by Halves
+    OP_REQUIRES_OK(ctx, this->Halves(ctx, this->OpName(), 0,
+                                     /*isolate=*/false, &out, &a, &b));
     const xla::PrimitiveType type = ctx->input_xla_type(0);
-    const XlaValue a = Widen(a_op, type);
-    const XlaValue b = Widen(b_op, type);
     ctx->SetOutput(0, Narrow(GatedForwardOf(this->act_, a, b), a, type));
   }
 };
 
-template <typename Act>
-class GatedGradXlaOp : public GatedXlaBase<Act> {
+template <typename Act, bool kBias>
+class GatedGradXlaOp : public GatedXlaBase<Act, kBias> {
  public:
-  using GatedXlaBase<Act>::GatedXlaBase;
+  using GatedXlaBase<Act, kBias>::GatedXlaBase;
 
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
-    const std::string op = absl::StrCat("TfOps>Gated", Act::kName, "Grad");
+    const std::string op = this->OpName("Grad");
     TensorShape out;
-    XlaOp a_op, b_op;
-    OP_REQUIRES_OK(ctx, this->Halves(ctx, op, 1, /*isolate=*/true, &out,
-                                     &a_op, &b_op));
+    XlaValue a(0.0), b(0.0);  // set by Halves
+    OP_REQUIRES_OK(ctx, this->Halves(ctx, op, 1, /*isolate=*/true, &out, &a,
+                                     &b));
     absl::StatusOr<TensorShape> g_shape = InputShape(ctx, 0);
     OP_REQUIRES_OK(ctx, g_shape.status());
     OP_REQUIRES(ctx, *g_shape == out,
@@ -202,13 +228,28 @@ class GatedGradXlaOp : public GatedXlaBase<Act> {
                     InputShape(ctx, 1)->DebugString())));
     const xla::PrimitiveType type = ctx->input_xla_type(0);
     const XlaValue g = Widen(ctx->Input(0), type);
-    const XlaValue a = Widen(a_op, type);
-    const XlaValue b = Widen(b_op, type);
     const GatedGradValues<XlaValue> d = GatedGradOf(this->act_, g, a, b);
+    const int last = out.dims() - 1;
     ctx->SetOutput(0, xla::ConcatInDim(ctx->builder(),
                                        {Narrow(d.d_a, a, type),
                                         Narrow(d.d_b, a, type)},
-                                       out.dims() - 1));
+                                       last));
+    if (!kBias) return;
+    // The bias gradient: each half's dx before rounding, summed over every
+    // axis but the last in the accumulation type, as the Bias ops'.
+    const xla::PrimitiveType acc = XlaComputeType(type);
+    std::vector<int64_t> dims(last);
+    for (int i = 0; i < last; ++i) dims[i] = i;
+    xla::XlaBuilder* builder = ctx->builder();
+    auto sum = [&](const XlaValue& v) {
+      return xla::Reduce(xla::ConvertElementType(v.Op(a.op()), acc),
+                         xla::Zero(builder, acc),
+                         xla::CreateScalarAddComputation(acc, builder), dims);
+    };
+    ctx->SetOutput(1, xla::ConvertElementType(
+                          xla::ConcatInDim(builder, {sum(d.d_a), sum(d.d_b)},
+                                           0),
+                          type));
   }
 };
 
@@ -230,11 +271,19 @@ using tensorflow::register_kernel::Name;
                           BiasGradXlaOp<Act>);                               \
   REGISTER_KERNEL_BUILDER(                                                   \
       Name("TfOps>Gated" #Act).Device(DEV).TypeConstraint("T", kXlaDtypes),  \
-      GatedXlaOp<Act>);                                                      \
+      GatedXlaOp<Act, false>);                                               \
   REGISTER_KERNEL_BUILDER(Name("TfOps>Gated" #Act "Grad")                    \
                               .Device(DEV)                                   \
                               .TypeConstraint("T", kXlaDtypes),              \
-                          GatedGradXlaOp<Act>);
+                          GatedGradXlaOp<Act, false>);                       \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BiasGated" #Act)                       \
+                              .Device(DEV)                                   \
+                              .TypeConstraint("T", kXlaDtypes),              \
+                          GatedXlaOp<Act, true>);                            \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BiasGated" #Act "Grad")                \
+                              .Device(DEV)                                   \
+                              .TypeConstraint("T", kXlaDtypes),              \
+                          GatedGradXlaOp<Act, true>);
 
 #define TF_OPS_REGISTER_FUSED_XLA(Act)                                   \
   TF_OPS_REGISTER_FUSED_XLA_KERNELS(tensorflow::DEVICE_CPU_XLA_JIT, Act) \

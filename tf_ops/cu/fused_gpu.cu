@@ -70,14 +70,21 @@ __global__ void BiasForwardKernel(Op op, const T* x, const T* bias, T* y,
   }
 }
 
-// Output element i = (r, j): a = x[r, j], b = x[r, half + j].
+// Output element i = (r, j): a = x[r, j], b = x[r, half + j], each plus
+// its bias unless bias is null (the same for every thread: no divergence).
 template <typename Op, typename T>
-__global__ void GatedForwardKernel(Op op, const T* x, T* y, int64_t half,
-                                   int64_t n_out) {
+__global__ void GatedForwardKernel(Op op, const T* x, const T* bias, T* y,
+                                   int64_t half, int64_t n_out) {
   for (int64_t i = GlobalThread(); i < n_out; i += GlobalThreads()) {
     const int64_t r = i / half;
     const int64_t at = i + r * half;  // r * 2 * half + (i - r * half)
-    y[i] = Store<T>(GatedForwardOf(op, Load(x[at]), Load(x[at + half])));
+    ComputeType<T> a = Load(x[at]), b = Load(x[at + half]);
+    if (bias != nullptr) {
+      const int64_t j = i - r * half;
+      a += Load(bias[j]);
+      b += Load(bias[j + half]);
+    }
+    y[i] = Store<T>(GatedForwardOf(op, a, b));
   }
 }
 
@@ -240,6 +247,51 @@ __global__ void BiasGradTilesNchw(Op op, const T* g, const T* x, const T* bias,
   }
 }
 
+// Pass 1 of BiasGated's grad: the plan of an NHWC bias over the outputs
+// (channels = half), each thread's column j writing dx and summing both
+// features j and half + j; the sums of row chunk rc for feature c are at
+// rc * 2 * half + c.
+template <typename Op, typename T>
+__global__ void BiasGatedGradTiles(Op op, const T* g, const T* x,
+                                   const T* bias, T* dx, AccType<T>* partials,
+                                   BiasGradPlan p) {
+  using Acc = AccType<T>;
+  __shared__ Acc s_a[kThreadsPerBlock];
+  __shared__ Acc s_b[kThreadsPerBlock];
+  const int64_t half = p.channels;
+  const int tx = threadIdx.x % p.col_threads;
+  const int ty = threadIdx.x / p.col_threads;
+  for (int64_t tile = blockIdx.x; tile < p.tiles(); tile += gridDim.x) {
+    const int64_t cb = tile % p.channel_blocks, rc = tile / p.channel_blocks;
+    const int64_t j = cb * p.col_threads + tx;
+    const int64_t r_end = Min(p.outer, (rc + 1) * p.rows_per_tile);
+    Acc acc_a = 0, acc_b = 0;
+    if (j < half) {
+      const ComputeType<T> bias_a = Load(bias[j]), bias_b = Load(bias[j + half]);
+      for (int64_t r = rc * p.rows_per_tile + ty; r < r_end;
+           r += p.row_threads) {
+        const int64_t at = r * 2 * half + j;
+        const auto v = GatedGradOf(op, Load(g[r * half + j]),
+                                   Load(x[at]) + bias_a,
+                                   Load(x[at + half]) + bias_b);
+        dx[at] = Store<T>(v.d_a);
+        dx[at + half] = Store<T>(v.d_b);
+        acc_a += static_cast<Acc>(v.d_a);
+        acc_b += static_cast<Acc>(v.d_b);
+      }
+    }
+    s_a[threadIdx.x] = acc_a;
+    s_b[threadIdx.x] = acc_b;
+    TreeSum(s_a, p.row_threads, p.col_threads);
+    TreeSum(s_b, p.row_threads, p.col_threads);
+    if (ty == 0 && j < half) {
+      partials[rc * 2 * half + j] = s_a[tx];
+      partials[rc * 2 * half + half + j] = s_b[tx];
+    }
+    __syncthreads();  // s_a and s_b are reused by the next tile
+  }
+}
+
 // Pass 2: db[c] = the sum of channel c's tile sums, rounded once.
 template <typename T>
 __global__ void BiasGradReduce(const AccType<T>* partials, T* db,
@@ -269,6 +321,17 @@ size_t AccBytes(Dtype dtype) {
 
 int64_t BiasGradGpuScratchBytes(Dtype dtype, BiasLayout layout, int64_t n) {
   return MakePlan(layout, n).partials() * static_cast<int64_t>(AccBytes(dtype));
+}
+
+// BiasGated's grad plan: an NHWC bias plan over the outputs.
+BiasGradPlan MakeGatedPlan(int64_t half, int64_t n_out) {
+  return MakePlan(BiasLayout{half, 1}, n_out);
+}
+
+int64_t BiasGatedGradGpuScratchBytes(Dtype dtype, int64_t half,
+                                     int64_t n_out) {
+  return 2 * MakeGatedPlan(half, n_out).partials() *
+         static_cast<int64_t>(AccBytes(dtype));
 }
 
 template <typename Op>
@@ -321,15 +384,44 @@ const char* LaunchBiasGrad(const Op& op, Dtype dtype, const void* g,
 
 template <typename Op>
 const char* LaunchGatedForward(const Op& op, Dtype dtype, const void* x,
-                               void* y, int64_t half, int64_t n_out,
-                               void* stream) {
+                               const void* bias, void* y, int64_t half,
+                               int64_t n_out, void* stream) {
   if (n_out <= 0 || half <= 0) return nullptr;
   return DispatchDtype(dtype, [&](auto* tag) -> const char* {
     using T = std::remove_pointer_t<decltype(tag)>;
     GatedForwardKernel<Op, T>
         <<<BlocksFor(n_out), kThreadsPerBlock, 0,
            static_cast<cudaStream_t>(stream)>>>(
-            op, static_cast<const T*>(x), static_cast<T*>(y), half, n_out);
+            op, static_cast<const T*>(x), static_cast<const T*>(bias),
+            static_cast<T*>(y), half, n_out);
+    return LastError();
+  });
+}
+
+template <typename Op>
+const char* LaunchBiasGatedGrad(const Op& op, Dtype dtype, const void* g,
+                                const void* x, const void* bias, void* dx,
+                                void* db, void* scratch, int64_t half,
+                                int64_t n_out, void* stream) {
+  if (half <= 0) return nullptr;
+  const BiasGradPlan plan = MakeGatedPlan(half, n_out);
+  return DispatchDtype(dtype, [&](auto* tag) -> const char* {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Acc = AccType<T>;
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    Acc* partials = static_cast<Acc*>(scratch);
+    if (plan.tiles() > 0) {
+      BiasGatedGradTiles<Op, T>
+          <<<BlocksFor(plan.tiles(), 1), kThreadsPerBlock, 0, s>>>(
+              op, static_cast<const T*>(g), static_cast<const T*>(x),
+              static_cast<const T*>(bias), static_cast<T*>(dx), partials,
+              plan);
+      if (const char* err = LastError()) return err;
+    }
+    // Feature c's sums are partials[k * 2 * half + c], k < row_chunks.
+    BiasGradReduce<T>
+        <<<BlocksFor(2 * half, 1), kThreadsPerBlock, 0, s>>>(
+            partials, static_cast<T*>(db), 2 * half, plan.row_chunks);
     return LastError();
   });
 }
@@ -358,9 +450,12 @@ const char* LaunchGatedGrad(const Op& op, Dtype dtype, const void* g,
   template const char* LaunchBiasGrad<Name>(                                  \
       const Name&, Dtype, const void*, const void*, const void*, void*,       \
       void*, void*, BiasLayout, int64_t, void*);                              \
-  template const char* LaunchGatedForward<Name>(const Name&, Dtype,           \
-                                                const void*, void*, int64_t,  \
-                                                int64_t, void*);              \
+  template const char* LaunchGatedForward<Name>(                              \
+      const Name&, Dtype, const void*, const void*, void*, int64_t, int64_t,  \
+      void*);                                                                 \
+  template const char* LaunchBiasGatedGrad<Name>(                             \
+      const Name&, Dtype, const void*, const void*, const void*, void*,       \
+      void*, void*, int64_t, int64_t, void*);                                 \
   template const char* LaunchGatedGrad<Name>(const Name&, Dtype, const void*, \
                                              const void*, void*, int64_t,     \
                                              int64_t, void*);

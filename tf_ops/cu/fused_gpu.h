@@ -43,11 +43,12 @@ const char* LaunchBiasGrad(const Op& op, Dtype dtype, const void* g,
                            int64_t n, void* stream);
 
 // Gated: features of rows x (2 * half), outputs rows x half (n_out
-// elements); y[r, j] = f(x[r, j]) * x[r, half + j].
+// elements); y[r, j] = f(a) * b with a = x[r, j] + bias[j], b = x[r, half +
+// j] + bias[half + j], or without the bias when it is null.
 template <typename Op>
 const char* LaunchGatedForward(const Op& op, Dtype dtype, const void* x,
-                               void* y, int64_t half, int64_t n_out,
-                               void* stream);
+                               const void* bias, void* y, int64_t half,
+                               int64_t n_out, void* stream);
 
 // dx[r, j] = g[r, j] * b * f'(a), dx[r, half + j] = g[r, j] * f(a) with
 // a = x[r, j], b = x[r, half + j]. dx may be x.
@@ -55,6 +56,19 @@ template <typename Op>
 const char* LaunchGatedGrad(const Op& op, Dtype dtype, const void* g,
                             const void* x, void* dx, int64_t half,
                             int64_t n_out, void* stream);
+
+// Bytes of device scratch LaunchBiasGatedGrad needs: its partial sums.
+int64_t BiasGatedGradGpuScratchBytes(Dtype dtype, int64_t half, int64_t n_out);
+
+// LaunchGatedGrad with the bias added to the features, and db[c] = the sum
+// of dx[:, c] for the 2 * half features c: deterministic, without atomics,
+// as LaunchBiasGrad's (tiles of output columns by row chunks, each writing
+// the sums of both halves' columns; then a fixed-order sum per feature).
+template <typename Op>
+const char* LaunchBiasGatedGrad(const Op& op, Dtype dtype, const void* g,
+                                const void* x, const void* bias, void* dx,
+                                void* db, void* scratch, int64_t half,
+                                int64_t n_out, void* stream);
 
 }  // namespace tf_ops
 

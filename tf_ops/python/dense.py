@@ -8,7 +8,8 @@ tf_ops function (``activation=tf_ops.gelu`` or ``"tf_ops>gelu"``). Any other act
 no bias, or a quantized layer runs Keras's own ``call``.
 
 `GatedDense` is the gated feed-forward projection of transformer FFNs: a Dense
-projection to ``2 * units`` followed by the fused gate ``f(a) * b`` (`tf_ops.gated`),
+projection to ``2 * units`` followed by the fused gate ``f(a) * b`` with the bias
+(`tf_ops.gated`: one ``TfOps>BiasGated{Act}`` op forward and one grad op backward),
 so ``GatedDense(units, "swish")`` is SwiGLU's first layer and ``"gelu"`` GeGLU's.
 
 Both run under Keras mixed precision (the fused ops compute half and bfloat16 in

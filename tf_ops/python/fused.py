@@ -12,7 +12,11 @@ From each entry of ``activation_table.py`` and the ops' C++ registration
   y = f(a) * b for [a, b] the halves of x's last axis, and its aliases `glu`, `geglu`,
   `swiglu`, `reglu`;
 - ``tf_ops.gated_<act>_grad(gradients, features, ...)``: its grad op;
-- the gradients of all four ops, of any order. The grad ops' gradients are written
+- ``tf_ops.gated(x, activation, bias=b)``: ``TfOps>BiasGated{Act}``, the gate of
+  x + b (b along the last axis, before the split), and its grad op
+  ``tf_ops.bias_gated_<act>_grad(gradients, features, bias, ...)``, returning
+  ``(backprops, bias_backprops)`` in one pass;
+- the gradients of all six ops, of any order. The grad ops' gradients are written
   with the plain ops (``{act}_grad``, whose gradient is the fused ``{act}_grad_grad``
   op), so second order runs fused kernels and higher orders compose as for the plain
   ops.
@@ -40,7 +44,8 @@ _ops = load_library()
 
 DATA_FORMATS = ("NHWC", "NCHW")
 # The fused op families of every activation: "TfOps>BiasGelu", "TfOps>BiasGeluGrad", ...
-FAMILIES = (("Bias", ""), ("Bias", "Grad"), ("Gated", ""), ("Gated", "Grad"))
+FAMILIES = (("Bias", ""), ("Bias", "Grad"), ("Gated", ""), ("Gated", "Grad"),
+            ("BiasGated", ""), ("BiasGated", "Grad"))
 OP_NAMES: tuple[str, ...] = tuple(
     prefix + a.op + suffix for a in ACTIVATIONS for prefix, suffix in FAMILIES
 )
@@ -155,6 +160,30 @@ def _gated_composite(entry, x, attrs):
     return gated_activation(x)
 
 
+def _bias_gated_grad_composite(entry, g, x, b, attrs):
+    """The gated grad composite at x + b (formed in the compute type), and its sum
+    over every axis but the last, accumulated as the bias ops' (`_bias_grad_composite`)."""
+    compute = _compute_dtype(x.dtype)
+    z = tf.cast(x, compute) + tf.cast(b, compute)
+    dz = _gated_grad_composite(entry, g, z, attrs)
+    acc = tf.float64 if compute == tf.float64 or x.dtype == tf.float32 else tf.float32
+    db = tf.reduce_sum(tf.cast(dz, acc), axis=_bias_axes(x, "NHWC")[1])
+    return tf.cast(dz, x.dtype), tf.cast(db, x.dtype)
+
+
+def _bias_gated_composite(entry, x, b, attrs):
+    kattrs = composites.kernel_attrs(attrs)
+
+    @tf.custom_gradient
+    def bias_gated_activation(x, b):
+        compute = _compute_dtype(x.dtype)
+        z0, z1 = _halves(tf.cast(x, compute) + tf.cast(b, compute))
+        y = tf.cast(entry.forward(z0, **kattrs) * z1, x.dtype)
+        return y, lambda dy: _bias_gated_grad_composite(entry, dy, x, b, attrs)
+
+    return bias_gated_activation(x, b)
+
+
 # ----------------------------------------------------------------- the calls ---
 
 
@@ -210,16 +239,20 @@ def _make_bias_grad(entry: Activation) -> Callable[..., Any]:
     return bias_grad
 
 
-def gated_activation(entry: Activation, features, attrs: dict, name: str | None) -> tf.Tensor:
-    """f(a) * b for [a, b] the halves of the features' last axis, with
-    ``TfOps>Gated{op}``."""
-    op = "Gated" + entry.op
+def gated_activation(entry: Activation, features, bias, attrs: dict,
+                     name: str | None) -> tf.Tensor:
+    """f(a) * b for [a, b] the halves of the last axis of the features (plus the bias,
+    when not None), with ``TfOps>Gated{op}`` (``TfOps>BiasGated{op}``)."""
+    op = ("Gated" if bias is None else "BiasGated") + entry.op
+    inputs = (features,) if bias is None else (features, bias)
     if _use_composite(op):
         with tf.name_scope(name or op):
-            (x,) = _convert((features,))
-            activations.check(op, (x,), attrs)
-            return _gated_composite(entry, x, attrs)
-    return _op_fn(op)(*_convert((features,)), name=name, **attrs)
+            tensors = _convert(inputs)
+            activations.check(op, tuple(tensors), attrs)
+            if bias is None:
+                return _gated_composite(entry, tensors[0], attrs)
+            return _bias_gated_composite(entry, *tensors, attrs)
+    return _op_fn(op)(*_convert(inputs), name=name, **attrs)
 
 
 def _make_gated_grad(entry: Activation) -> Callable[..., Any]:
@@ -248,11 +281,39 @@ def _make_gated_grad(entry: Activation) -> Callable[..., Any]:
     return gated_grad
 
 
+def _make_bias_gated_grad(entry: Activation) -> Callable[..., Any]:
+    op = f"BiasGated{entry.op}Grad"
+    op_type = op_info.NAMESPACE + op
+    fn_name = op_info.snake_case(op)
+
+    def bias_gated_grad(gradients, features, bias, name=None, **attrs):
+        attrs = _attrs_of(entry, attrs)
+        if _use_composite(op):
+            with tf.name_scope(name or op):
+                g, x, b = _convert((gradients, features, bias))
+                activations.check(op, (g, x, b), attrs)
+                return _bias_gated_grad_composite(entry, g, x, b, attrs)
+        return tuple(_op_fn(op)(*_convert((gradients, features, bias)), name=name, **attrs))
+
+    bias_gated_grad.__name__ = bias_gated_grad.__qualname__ = fn_name
+    bias_gated_grad.__module__ = "tf_ops"
+    bias_gated_grad.__doc__ = (
+        f"Gradient of ``tf_ops.gated(features, {entry.function!r}, bias=bias)`` (the op "
+        f"``{op_type}``), in one pass: {op_info.summary(op_type)}\n\n"
+        "Returns:\n  ``(backprops, bias_backprops)``.\n\n"
+        "Example:\n"
+        f"  >>> dx, db = tf_ops.{fn_name}(tf.ones([2, 3]), tf.zeros([2, 6]), tf.zeros([6]))\n"
+        "  >>> dx.shape, db.shape\n"
+        "  (TensorShape([2, 6]), TensorShape([6]))\n"
+    )
+    return bias_gated_grad
+
+
 def gated(features: TensorLike, activation: str = "swish", bias: TensorLike | None = None,
           name: str | None = None, **attrs) -> tf.Tensor:
     """Gated activation (the GLU family): ``f(a) * b`` with ``[a, b] = split(features
-    + bias, 2, axis=-1)``, in one fused pass forward and one backward (with a bias, the
-    add is TensorFlow's ``BiasAdd`` before the fused gate: one more pass each way).
+    + bias, 2, axis=-1)``, in one fused pass forward and one backward, the bias and its
+    gradient included (``TfOps>Gated{Act}``, or ``TfOps>BiasGated{Act}`` with a bias).
 
     Args:
       features: a half, bfloat16, float32 or float64 tensor whose last axis is even.
@@ -273,12 +334,7 @@ def gated(features: TensorLike, activation: str = "swish", bias: TensorLike | No
         raise ValueError(f"activation must be one of {sorted(GATES)}, got {activation!r}")
     entry = GATES[activation]
     attrs = _attrs_of(entry, attrs)
-    if bias is not None:
-        # Not fused with the gate yet: the bias add is TensorFlow's (its gradient
-        # BiasAddGrad), a pass of its own each way.
-        features = tf.convert_to_tensor(features)
-        features = tf.nn.bias_add(features, tf.convert_to_tensor(bias, features.dtype))
-    return gated_activation(entry, features, attrs, name)
+    return gated_activation(entry, features, bias, attrs, name)
 
 
 def _alias(fn_name: str, activation: str, defaults: dict, what: str) -> Callable[..., tf.Tensor]:
@@ -344,15 +400,34 @@ def _register(entry: Activation) -> None:
     def gated_grad(op, grad):
         return FUNCTIONS[f"gated_{fn}_grad"](grad, op.inputs[0], **_op_attrs(op, entry))
 
+    def gated_dx(g, z, attrs):
+        """The gated grad op at the features z, rewritten with the plain ops."""
+        a, b = _halves(z)
+        return tf.concat([plain[f"{fn}_grad"](g * b, slope_input(a, attrs), **attrs),
+                          g * plain[fn](a, **attrs)], axis=-1)
+
     def gated_grad_grad(op, upstream):
         attrs = _op_attrs(op, entry)
         g, x = op.inputs
         with tf.GradientTape() as tape:
             tape.watch([g, x])
-            a, b = _halves(x)
-            dx = tf.concat([plain[f"{fn}_grad"](g * b, slope_input(a, attrs), **attrs),
-                            g * plain[fn](a, **attrs)], axis=-1)
+            dx = gated_dx(g, x, attrs)
         return tape.gradient(dx, [g, x], output_gradients=upstream,
+                             unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+    def bias_gated_grad(op, grad):
+        x, b = op.inputs
+        return FUNCTIONS[f"bias_gated_{fn}_grad"](grad, x, b, **_op_attrs(op, entry))
+
+    def bias_gated_grad_grad(op, u_dx, u_db):
+        attrs = _op_attrs(op, entry)
+        g, x, b = op.inputs
+        with tf.GradientTape() as tape:
+            tape.watch([g, x, b])
+            dx = gated_dx(g, x + b, attrs)
+            db = tf.reduce_sum(dx, axis=_bias_axes(x, "NHWC")[1])
+        u_db = tf.zeros_like(b) if u_db is None else u_db
+        return tape.gradient([dx, db], [g, x, b], output_gradients=[u_dx, u_db],
                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
     base = op_info.NAMESPACE
@@ -360,6 +435,8 @@ def _register(entry: Activation) -> None:
     _register_gradient(f"{base}Bias{entry.op}Grad", bias_grad_grad)
     _register_gradient(f"{base}Gated{entry.op}", gated_grad)
     _register_gradient(f"{base}Gated{entry.op}Grad", gated_grad_grad)
+    _register_gradient(f"{base}BiasGated{entry.op}", bias_gated_grad)
+    _register_gradient(f"{base}BiasGated{entry.op}Grad", bias_gated_grad_grad)
 
 
 # Public functions: the grad ops' and the gated family's.
@@ -367,6 +444,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {}
 for _entry in ACTIVATIONS:
     FUNCTIONS[f"bias_{_entry.function}_grad"] = _make_bias_grad(_entry)
     FUNCTIONS[f"gated_{_entry.function}_grad"] = _make_gated_grad(_entry)
+    FUNCTIONS[f"bias_gated_{_entry.function}_grad"] = _make_bias_gated_grad(_entry)
 FUNCTIONS["gated"] = gated
 for _name, _act, _defaults, _what in (
     ("glu", "sigmoid", {}, "GLU (Dauphin et al. 2017)"),
