@@ -66,14 +66,16 @@ def _use_composite(op: str) -> bool:
 
 
 def _attrs_of(entry: Activation, attrs: dict) -> dict:
-    """attrs checked against the activation's: a TypeError names an unknown one."""
-    known = {a.name for a in op_info.attrs(op_info.NAMESPACE + entry.op)}
-    unknown = sorted(set(attrs) - known)
+    """attrs checked against the activation's (a TypeError names an unknown one), with the
+    op's defaults for those not given: the composites then use the kernels' values (a
+    float default is the float32 the op stores, not the Python literal)."""
+    known = {a.name: a.default for a in op_info.attrs(op_info.NAMESPACE + entry.op)}
+    unknown = sorted(set(attrs) - set(known))
     if unknown:
         raise TypeError(
             f"{entry.function}: unexpected attribute(s) {unknown}; it takes {sorted(known)}"
         )
-    return attrs
+    return {**known, **attrs}
 
 
 def _check_data_format(data_format: str) -> None:
