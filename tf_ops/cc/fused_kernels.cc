@@ -125,8 +125,7 @@ struct FusedExecutor<CpuDevice> {
     return absl::OkStatus();
   }
 
-  // Tiles in parallel, each into its own partial sums (a scratch tensor),
-  // then the per-channel sums in parallel over channels.
+  // The bias gradients: TiledBiasGrad over the op's tiling.
   template <typename Act, typename T>
   static absl::Status BiasGrad(OpKernelContext* ctx, const std::string&,
                                const Act& act, const T* g, const T* x,
