@@ -43,16 +43,18 @@ def _cases():
             yield name, entry, dict(attrs)
 
 
+def _run_with_bias(fn, x, b, g):
+    """y = fn(x, b), then dx and db through a tape."""
+    with tf.GradientTape() as tape:
+        tape.watch([x, b])
+        y = fn(x, b)
+    return (y, *tape.gradient(y, [x, b], output_gradients=g))
+
+
 def _bias_pair(entry, attrs):
     ours_fn = functools.partial(tf_ops.__dict__[entry.function], **attrs)
     theirs_fn = functools.partial(entry.tensorflow.forward, **attrs)
-
-    def run(fn, x, b, g):
-        with tf.GradientTape() as tape:
-            tape.watch([x, b])
-            y = fn(x, b)
-        return (y, *tape.gradient(y, [x, b], output_gradients=g))
-
+    run = _run_with_bias
     ours = lambda x, b, g: run(lambda x, b: ours_fn(x, bias=b), x, b, g)  # noqa: E731
     theirs = lambda x, b, g: run(lambda x, b: theirs_fn(tf.nn.bias_add(x, b)), x, b, g)  # noqa: E731
     return ours, theirs
@@ -78,12 +80,7 @@ def _gated_pair(entry, attrs):
 
 def _bias_gated_pair(entry, attrs):
     theirs_fn = functools.partial(entry.tensorflow.forward, **attrs)
-
-    def run(fn, x, b, g):
-        with tf.GradientTape() as tape:
-            tape.watch([x, b])
-            y = fn(x, b)
-        return (y, *tape.gradient(y, [x, b], output_gradients=g))
+    run = _run_with_bias
 
     def composite(x, b):
         a, gate = tf.split(tf.nn.bias_add(x, b), 2, axis=-1)

@@ -270,18 +270,23 @@ void BiasGatedGradTileRange(const Op& op, const void* g_raw, const void* x_raw,
 
 // ------------------------------------------- dtype and formula dispatch ---
 
+// fn(fixed, s): op with its formula fixed at compile time (cpu_storage.h), and
+// the storage policy of dtype.
+template <typename Op, typename Fn>
+void WithFormulaAndStorage(const Op& op, Dtype dtype, const Fn& fn) {
+  WithFixedFormula(
+      op,
+      [&](auto fixed) { WithStorage(dtype, [&](auto s) { fn(fixed, s); }); },
+      0);
+}
+
 template <typename Op>
 void BiasForwardAny(const Op& op, Dtype dtype, const void* x, const void* b,
                     void* y, BiasLayout layout, int64_t begin, int64_t end) {
-  WithFixedFormula(
-      op,
-      [&](auto fixed) {
-        WithStorage(dtype, [&](auto s) {
-          BiasForwardRange<decltype(fixed), decltype(s)>(fixed, x, b, y,
-                                                         layout, begin, end);
-        });
-      },
-      0);
+  WithFormulaAndStorage(op, dtype, [&](auto fixed, auto s) {
+    BiasForwardRange<decltype(fixed), decltype(s)>(fixed, x, b, y, layout,
+                                                   begin, end);
+  });
 }
 
 template <typename Op>
@@ -289,29 +294,19 @@ void BiasGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
                  const void* b, void* dx, void* partials,
                  const BiasGradTiling& tiling, int64_t tile_begin,
                  int64_t tile_end) {
-  WithFixedFormula(
-      op,
-      [&](auto fixed) {
-        WithStorage(dtype, [&](auto s) {
-          BiasGradTileRange<decltype(fixed), decltype(s)>(
-              fixed, g, x, b, dx, partials, tiling, tile_begin, tile_end);
-        });
-      },
-      0);
+  WithFormulaAndStorage(op, dtype, [&](auto fixed, auto s) {
+    BiasGradTileRange<decltype(fixed), decltype(s)>(
+        fixed, g, x, b, dx, partials, tiling, tile_begin, tile_end);
+  });
 }
 
 template <typename Op>
 void GatedForwardAny(const Op& op, Dtype dtype, const void* x, const void* b,
                      void* y, int64_t half, int64_t begin, int64_t end) {
-  WithFixedFormula(
-      op,
-      [&](auto fixed) {
-        WithStorage(dtype, [&](auto s) {
-          GatedForwardRange<decltype(fixed), decltype(s)>(fixed, x, b, y, half,
-                                                          begin, end);
-        });
-      },
-      0);
+  WithFormulaAndStorage(op, dtype, [&](auto fixed, auto s) {
+    GatedForwardRange<decltype(fixed), decltype(s)>(fixed, x, b, y, half,
+                                                    begin, end);
+  });
 }
 
 template <typename Op>
@@ -319,29 +314,19 @@ void BiasGatedGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
                       const void* b, void* dx, void* partials,
                       const BiasGradTiling& tiling, int64_t tile_begin,
                       int64_t tile_end) {
-  WithFixedFormula(
-      op,
-      [&](auto fixed) {
-        WithStorage(dtype, [&](auto s) {
-          BiasGatedGradTileRange<decltype(fixed), decltype(s)>(
-              fixed, g, x, b, dx, partials, tiling, tile_begin, tile_end);
-        });
-      },
-      0);
+  WithFormulaAndStorage(op, dtype, [&](auto fixed, auto s) {
+    BiasGatedGradTileRange<decltype(fixed), decltype(s)>(
+        fixed, g, x, b, dx, partials, tiling, tile_begin, tile_end);
+  });
 }
 
 template <typename Op>
 void GatedGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
                   void* dx, int64_t half, int64_t begin, int64_t end) {
-  WithFixedFormula(
-      op,
-      [&](auto fixed) {
-        WithStorage(dtype, [&](auto s) {
-          GatedGradRange<decltype(fixed), decltype(s)>(fixed, g, x, dx, half,
-                                                       begin, end);
-        });
-      },
-      0);
+  WithFormulaAndStorage(op, dtype, [&](auto fixed, auto s) {
+    GatedGradRange<decltype(fixed), decltype(s)>(fixed, g, x, dx, half, begin,
+                                                 end);
+  });
 }
 
 // One copy of each per instruction set; `flatten` inlines all they call.
