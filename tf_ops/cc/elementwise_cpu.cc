@@ -3,14 +3,16 @@
 // Each loop reads a storage value, computes in float or double, and stores the
 // result rounded once. It is a plain loop with no calls and no branches in the
 // math (activation_math.h and fast_math.h use selects), which GCC vectorises.
-// Half and bfloat16 go through float blocks that stay in L1: a block is
-// converted to float, the float loop runs over it, and the results are
-// converted back (F16C for half on the AVX2 and AVX-512 paths, the
-// branch-free bit arithmetic of narrow_float.h elsewhere). Measured with
-// engine_microbench, this is faster than converting inside the math loop,
-// where the mix of 16- and 32-bit lanes made GCC's vectorised loop up to
-// 1 cycle per element slower (bfloat16 Swish forward: 1.85 -> 1.2 ns per
-// element on one AVX2 core). Each instruction-set variant is a function with
+// Half goes through float blocks that stay in L1: a block is converted to
+// float (F16C on the AVX2 and AVX-512 paths, narrow_float.h's branch-free bit
+// arithmetic on the baseline path), the float loop runs over it, and the
+// results are converted back. bfloat16 is converted inside the loop (a shift
+// in, ~10 instructions per 8 values out). Measured with engine_microbench
+// (AMD EPYC, one core): on the baseline path half in blocks takes 0.6-0.75x
+// the time it took converted inside the loop (Elu forward 4.5 -> 2.9 ns per
+// element); bfloat16 in blocks was up to 1.3x faster forward but up to 1.3x
+// slower in the grad ops at 2^24 elements on two cores, so it stays in the
+// loop. Each instruction-set variant is a function with
 // GCC's `target` attribute and `flatten`, so that everything it calls is
 // inlined and compiled for that target, while the rest of the library stays
 // at the baseline and runs on any CPU TensorFlow runs on.
@@ -87,7 +89,7 @@ void GradGradLoop(Op op, const void* u_raw, const void* g_raw,
 
 // Block conversions between a 16-bit storage type and float: ToFloat and
 // FromFloat over n values (in and out never overlap).
-template <typename S>  // cpu_storage::Half or BFloat16: narrow_float.h's bits
+template <typename S>  // cpu_storage::Half: narrow_float.h's bits
 struct BitBlocks {
   static void ToFloat(const uint16_t* __restrict in, float* __restrict out,
                       int64_t n) {
@@ -200,7 +202,7 @@ void WithStorageOrBlocks(Dtype dtype, Fn&& fn) {
 #endif
       return fn(BitBlocks<cpu_storage::Half>(), std::true_type());
     case Dtype::kBFloat16:
-      return fn(BitBlocks<cpu_storage::BFloat16>(), std::true_type());
+      return fn(cpu_storage::BFloat16(), std::false_type());
     case Dtype::kFloat:
       return fn(cpu_storage::Float(), std::false_type());
     case Dtype::kDouble:
