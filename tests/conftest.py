@@ -56,8 +56,9 @@ def copy_sources(dest: Path) -> Path:
 def cpu_only_build(tmp_path_factory) -> types.SimpleNamespace:
     """A copy of the source tree built with -DTF_OPS_CUDA=OFF -DTF_OPS_XLA=OFF (CPU
     kernels only; a few minutes on two cores: the whole CPU library): `src`, the
-    `configure` and `build` results, and `tmp`, a directory to run in. A GPU library and its build info are planted first
-    where an earlier CUDA build would have left them: the build must remove them."""
+    `configure` and `build` results, and `tmp`, a directory to run in. A GPU library and
+    its build info are planted first where an earlier CUDA build would have left them:
+    the build must remove them."""
     tmp = tmp_path_factory.mktemp("cpu_only_build")
     src = copy_sources(tmp / "src")
     for name in GPU_LIBRARY_FILES:
