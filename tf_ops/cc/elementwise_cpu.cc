@@ -8,9 +8,9 @@
 // arithmetic on the baseline path), the float loop runs over it, and the
 // results are converted back. bfloat16 is converted inside the loop (a shift
 // in, ~10 instructions per 8 values out). Measured with engine_microbench
-// (AMD EPYC, one core): on the baseline path half in blocks takes 0.6-0.75x
+// (AMD EPYC, one core): on the baseline path half in blocks takes 0.6-0.95x
 // the time it took converted inside the loop (Elu forward 4.5 -> 2.9 ns per
-// element); bfloat16 in blocks was up to 1.3x faster forward but up to 1.3x
+// element); bfloat16 in blocks was up to 1.4x faster forward but up to 1.3x
 // slower in the grad ops at 2^24 elements on two cores, so it stays in the
 // loop. Each instruction-set variant is a function with
 // GCC's `target` attribute and `flatten`, so that everything it calls is
