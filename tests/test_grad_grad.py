@@ -308,7 +308,10 @@ def test_jit_one_fusion_per_output(spec):
     between them (a shared exponential would otherwise be kept in memory), also
     when they all run on the same x (first order, and second order through nested
     tapes). Mish's f'' uses e^-|x| in three places, which XLA's CPU fusion keeps in
-    two temporaries: a limit of that heuristic, allowed here."""
+    up to two temporaries: a limit of that heuristic, allowed here. The counts are upper
+    bounds: XLA versions differ in whether an output that is a constant (LeakyRelu's
+    f'' = 0) gets a loop (2.21 yes, 2.20 no) and in how many of Mish's temporaries they
+    keep (2.21 two, 2.20 one); neither adds an array between the ops."""
     attrs = dict(spec.attr_variants[0])
     x = tf.constant(sample((1024,), seed=64), tf.float32)
     if not TF_CAN_BUILD_LOWERINGS:  # none built (TF 2.19's wheel): jit runs the composites
@@ -332,12 +335,17 @@ def test_jit_one_fusion_per_output(spec):
 
     op = lambda u, g, v: spec.grad_grad_op(u, g, v, **attrs)  # noqa: E731
     d2_temporaries = 2 if spec.name == "Mish" else 0
-    assert len(_entry_fusions(lambda x: spec.forward(x, **attrs), x)) == 1
-    assert len(_entry_fusions(lambda g, v: spec.grad_op(g, v, **attrs), x, x)) == 1
-    assert len(_entry_fusions(first_order, x)) == 2
-    assert len(_entry_fusions(lambda u, g, v: op(u, g, v)[1], x, x, x)) == 1 + d2_temporaries
-    assert len(_entry_fusions(op, x, x, x)) == 2 + d2_temporaries
-    assert len(_entry_fusions(second_order, x)) == 3 + d2_temporaries
+    def loops(fn, *args) -> int:
+        n = len(_entry_fusions(fn, *args))
+        assert n >= 1, "no loop at all: the op was not compiled"
+        return n
+
+    assert loops(lambda x: spec.forward(x, **attrs), x) == 1
+    assert loops(lambda g, v: spec.grad_op(g, v, **attrs), x, x) == 1
+    assert loops(first_order, x) == 2
+    assert loops(lambda u, g, v: op(u, g, v)[1], x, x, x) <= 1 + d2_temporaries
+    assert loops(op, x, x, x) <= 2 + d2_temporaries
+    assert loops(second_order, x) <= 3 + d2_temporaries
 
 
 # ---------------------------------------------------- second and third order ----
