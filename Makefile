@@ -36,11 +36,12 @@ TF_DISTRIBUTIONS := tensorflow tensorflow-cpu
 venv: $(REQ_STAMP)
 
 # The other TensorFlow distribution is removed first: both install the same files.
+# tools/pip_install.sh retries a download that is cut off.
 $(REQ_STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	tools/pip_install.sh $(PY) --quiet --upgrade pip
 	$(PY) -m pip uninstall --quiet --yes $(filter-out $(TF_DIST),$(TF_DISTRIBUTIONS))
-	$(PY) -m pip install --quiet "$(TF_DIST)==$(TF).*" -r requirements-dev.txt
+	tools/pip_install.sh $(PY) --quiet "$(TF_DIST)==$(TF).*" -r requirements-dev.txt
 	rm -f $(VENV)/.installed-* && touch $@
 
 # The last step is the development install: a .pth file in the venv's site-packages puts this

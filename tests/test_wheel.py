@@ -57,7 +57,7 @@ def test_wheel_holds_the_library_and_pins_its_tensorflow(wheel):
 
 def test_wheel_works_in_a_fresh_venv_outside_the_source_tree(wheel, tmp_path):
     venv = venvs.venv_with("wheel-venv", [])  # pip brings TensorFlow, as the wheel requires
-    venvs.run([venvs.python(venv), "-m", "pip", "install", "--quiet", wheel])
+    venvs.pip_install(venv, "--quiet", wheel)
     installed = venvs.distributions(venv)
     dist, version = tensorflow_requirement.installed_tensorflow()
     assert installed.get(dist) == version and installed.get("tf-ops") == "0.1.0", installed

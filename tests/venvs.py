@@ -19,6 +19,7 @@ from subprocesses import REPO_ROOT
 
 VENVS = REPO_ROOT / "build-tests"
 PIP_TIMEOUT_S = 1800  # a cold TensorFlow install on a loaded 2-core machine; builds included
+PIP_INSTALL = REPO_ROOT / "tools" / "pip_install.sh"  # pip install, again when a download is cut off
 
 
 def python(venv: Path) -> Path:
@@ -38,6 +39,11 @@ def run(args: list, *, timeout: float = PIP_TIMEOUT_S, cwd: Path | None = None, 
             f"{result.stdout[-6000:]}\n--- stderr\n{result.stderr[-6000:]}"
         )
     return result
+
+
+def pip_install(venv: Path, *args) -> subprocess.CompletedProcess:
+    """`pip install ARGS` in the venv, through tools/pip_install.sh (the Makefile's retries)."""
+    return run([PIP_INSTALL, python(venv), *args])
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -71,6 +77,6 @@ def venv_with(name: str, requirements: list[str]) -> Path:
     # sys._base_executable: the interpreter this suite's venv was made from.
     run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", venv])
     if requirements:
-        run([python(venv), "-m", "pip", "install", "--quiet", *requirements])
+        pip_install(venv, "--quiet", *requirements)
     record.write_text(json.dumps(requirements))
     return venv

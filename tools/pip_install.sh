@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# `PYTHON -m pip install ARGS...`, started again when it fails: a download cut off part way
+# (CI once saw the 572 MB TensorFlow wheel stop at 528.7 MB, and pip's six resumes all stop
+# there) is fetched again from the beginning, up to three attempts in all, 30 and 60 s apart.
+# Every pip download of the project's own set-up (Makefile, tests/venvs.py) goes through here.
+# PIP_RESUME_RETRIES: pip >= 25.1 resumes a cut-off download that many times per attempt (older
+# pips ignore the variable).
+# usage: tools/pip_install.sh PYTHON [pip install arguments...]
+set -uo pipefail
+python=$1
+shift
+export PIP_RESUME_RETRIES=${PIP_RESUME_RETRIES:-10}
+attempts=3
+for attempt in $(seq "$attempts"); do
+  "$python" -m pip install "$@" && exit 0
+  status=$?
+  if [ "$attempt" = "$attempts" ]; then
+    echo "tools/pip_install.sh: pip install failed $attempts times (exit $status)" >&2
+    exit "$status"
+  fi
+  echo "tools/pip_install.sh: pip install failed (exit $status, attempt $attempt of" \
+    "$attempts; a download may have been cut off): again in $((attempt * 30)) s" >&2
+  sleep $((attempt * 30))
+done
