@@ -321,22 +321,44 @@ const char* RunTwiceWithSameSums(Dtype dtype, const Args& a,
 // within 8 sqrt(m) u sum|dx| of the exact sum (m terms, u the unit roundoff
 // of the accumulator: float for half and bfloat16, double otherwise), a
 // bound rounding errors meet and a wrong or missing term of any size does
-// not. abs_sum[c] and terms[c] are channel c's.
-template <typename T>
-std::vector<double> SumSlack(const std::vector<double>& abs_sum,
-                             const std::vector<int64_t>& terms) {
+// not. Element i of dx (`elements` of them) adds to channel channel_of(i).
+template <typename T, typename ChannelOf>
+std::vector<double> SumSlack(const std::vector<T>& dx, int64_t elements,
+                             int64_t channels, ChannelOf channel_of) {
+  std::vector<double> abs_sum(channels, 0.0);
+  std::vector<int64_t> terms(channels, 0);
+  for (int64_t i = 0; i < elements; ++i) {
+    const int64_t c = channel_of(i);
+    abs_sum[c] +=
+        std::fabs(static_cast<double>(static_cast<ComputeType<T>>(dx[i])));
+    ++terms[c];
+  }
   const double u = sizeof(T) == 2 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
-  std::vector<double> slack(abs_sum.size());
-  for (size_t c = 0; c < abs_sum.size(); ++c) {
+  std::vector<double> slack(channels);
+  for (int64_t c = 0; c < channels; ++c) {
     slack[c] = 8.0 * std::sqrt(static_cast<double>(terms[c])) * u * abs_sum[c];
   }
   return slack;
 }
 
+// The inputs (g, x, bias) of the families with a bias gradient: finite g and
+// x (no specials), so that every channel's sum means something; the forward
+// families and the plain ones cover the specials. Family gives the sizes.
+template <typename Family>
+struct FiniteBiasGradInputs {
+  template <typename Op, typename T>
+  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
+                                   int64_t n) {
+    return {Tiled(samples[1], Family::InputSize(0, n), 11),
+            Tiled(samples[0], Family::InputSize(1, n), 11),
+            Tiled(samples[2], Family::InputSize(2, n), 11)};
+  }
+};
+
 // (dx, db) = (g f'(x + bias), the sums of dx per channel). Gpu runs the
 // launcher twice and fails unless both give db the same bits.
 template <bool kNchw>
-struct BiasGradFamily {
+struct BiasGradFamily : FiniteBiasGradInputs<BiasGradFamily<kNchw>> {
   static constexpr const char* kName =
       kNchw ? "bias-grad NCHW" : "bias-grad NHWC";
   static constexpr int kInputs = 3;   // g, x, bias
@@ -351,15 +373,6 @@ struct BiasGradFamily {
     return {{{0, 0}}, {{0, 1}}};  // dx over g, dx over x
   }
 
-  // Finite g and x (no specials), so that every channel's sum means
-  // something; the forward family and the plain ones cover the specials.
-  template <typename Op, typename T>
-  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
-                                   int64_t n) {
-    return {Tiled(samples[1], InputSize(0, n), 11),
-            Tiled(samples[0], InputSize(1, n), 11),
-            Tiled(samples[2], InputSize(2, n), 11)};
-  }
   template <typename Op>
   static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
     const BiasShape s = BiasShapeFor<kNchw>(n);
@@ -390,15 +403,9 @@ struct BiasGradFamily {
                                                 int64_t n) {
     const BiasShape s = BiasShapeFor<kNchw>(n);
     const int64_t channels = s.layout.channels, inner = s.layout.inner;
-    std::vector<double> abs_sum(channels, 0.0);
-    std::vector<int64_t> terms(channels, 0);
-    for (int64_t i = 0; i < s.elements; ++i) {
-      const int64_t c = (i / inner) % channels;
-      abs_sum[c] += std::fabs(
-          static_cast<double>(static_cast<ComputeType<T>>(want[0][i])));
-      ++terms[c];
-    }
-    return {{}, SumSlack<T>(abs_sum, terms)};
+    return {{}, SumSlack<T>(want[0], s.elements, channels, [&](int64_t i) {
+              return (i / inner) % channels;
+            })};
   }
 };
 
@@ -513,7 +520,7 @@ struct BiasGatedForwardFamily : NoSums {
 
 // (dx, db): the gated grad at the features plus the bias, and the sums of dx
 // over the rows. Gpu runs twice and fails unless db has the same bits.
-struct BiasGatedGradFamily {
+struct BiasGatedGradFamily : FiniteBiasGradInputs<BiasGatedGradFamily> {
   static constexpr const char* kName = "bias-gated-grad";
   static constexpr int kInputs = 3;   // g, x, bias
   static constexpr int kOutputs = 2;  // dx, db
@@ -525,14 +532,6 @@ struct BiasGatedGradFamily {
   static int64_t OutputSize(int o, int64_t n) { return InputSize(o + 1, n); }
   static std::vector<Aliases> InPlace() { return {{{0, 1}}}; }  // dx over x
 
-  // Finite inputs, as BiasGradFamily's.
-  template <typename Op, typename T>
-  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
-                                   int64_t n) {
-    return {Tiled(samples[1], InputSize(0, n), 11),
-            Tiled(samples[0], InputSize(1, n), 11),
-            Tiled(samples[2], InputSize(2, n), 11)};
-  }
   template <typename Op>
   static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
     const GatedShape s = GatedShapeFor(n);
@@ -563,14 +562,8 @@ struct BiasGatedGradFamily {
                                                 int64_t n) {
     const GatedShape s = GatedShapeFor(n);
     const int64_t cols = 2 * s.half;
-    std::vector<double> abs_sum(cols, 0.0);
-    std::vector<int64_t> terms(cols, 0);
-    for (int64_t i = 0; i < 2 * s.outputs; ++i) {
-      abs_sum[i % cols] += std::fabs(
-          static_cast<double>(static_cast<ComputeType<T>>(want[0][i])));
-      ++terms[i % cols];
-    }
-    return {{}, SumSlack<T>(abs_sum, terms)};
+    return {{}, SumSlack<T>(want[0], 2 * s.outputs, cols,
+                            [&](int64_t i) { return i % cols; })};
   }
 };
 
