@@ -121,7 +121,7 @@ clean:
 # The accuracy tool (tools/accuracy/, TF-free): accuracy_sweep measures every
 # op's largest error over every float32, half and bfloat16 input on each
 # instruction-set path; engine_microbench times the engine's loops.
-#   make accuracy   the full sweep (about an hour on 2 cores); rewrites the
+#   make accuracy   the full sweep (about 40 minutes on 2 cores); rewrites the
 #                   accuracy table in docs/ops.md, which `make test` checks a
 #                   sampled sweep against (tests/test_accuracy.py)
 #   make accuracy-sampled  the same table from 2^24 float32 inputs per variant

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import struct
 import subprocess
 from pathlib import Path
 
@@ -166,6 +167,38 @@ def test_tool_reports_wrong_special_values(sweep_binary, table, tmp_path):
     assert all(
         p.startswith("Swish beta=1 grad") and "special values wrong" in p for p in problems
     ), problems
+
+
+def test_written_table_holds_at_its_own_inputs(sweep_binary, tmp_path):
+    """`make test` measures every variant at every input where the table found a maximum, so
+    the tool measures those inputs again before it leaves a table. From a sweep of Swish's
+    default beta=1 alone at x = -87.3365 (its largest underflow tail error), the written
+    table has a row for every op and variant, and a sweep of all of them at the table's own
+    inputs stays within it. (Without that step the table held Swish beta=1 alone; and a full
+    sweep's table was once below `make test`'s sample: Swish beta=-1's tail at +87.3365.)"""
+    x = struct.unpack("<I", struct.pack("<f", -87.3365479))[0]
+    seed = tmp_path / "swish-beta1.json"
+    accuracy_table.sweep(
+        sweep_binary,
+        ["--ops", "Swish", "--variants", "default", "--dtypes", "float32", "--sample", "1",
+         "--extra-float-bits", hex(x)],
+        seed, timeout=300,
+    )
+    doc = tmp_path / "ops.md"
+    doc.write_text(f"## Accuracy\n\n{accuracy_table.BEGIN}\n{accuracy_table.END}\n")
+    status = accuracy_table.main(["--build-dir", str(sweep_binary.parent), "--from-json", str(seed),
+                                  "--write", str(doc), "--check", str(doc)])  # fmt: skip
+    table = accuracy_table.parse(doc.read_text(encoding="utf-8"))
+    assert status == 0
+    assert {key[0] for key in table} == {spec.name for spec in SPECS}
+    inputs = accuracy_table.worst_float32_inputs(table)
+    assert x in inputs
+    again, _ = accuracy_table.sweep(
+        sweep_binary,
+        ["--variants", "all", "--sample", "1", "--extra-float-bits", ",".join(map(hex, inputs))],
+        tmp_path / "again.json", timeout=300,
+    )
+    assert not accuracy_table.violations(again, table)
 
 
 def test_double_reference_is_enough(sweep_binary):
