@@ -125,7 +125,7 @@ clean:
 #                   accuracy table in docs/ops.md, which `make test` checks a
 #                   sampled sweep against (tests/test_accuracy.py)
 #   make accuracy-sampled  the same table from 2^24 float32 inputs per variant
-#                   (minutes, not an hour); the table says it is sampled
+#                   (about a minute); the table says it is sampled
 ACCURACY_DIR := build-accuracy
 .PHONY: accuracy-build accuracy accuracy-sampled accuracy-clean
 accuracy-build:
