@@ -46,11 +46,15 @@ def inputs(dtype: str, points: int) -> np.ndarray:
     if dtype == "float32":
         return np.unique(np.linspace(LO, HI, points).astype(np.float32)).astype(np.float64)
     bits = np.arange(1 << 16, dtype=np.uint32)
+    # Finite patterns only (exponent not all ones): widening a signalling NaN raises an
+    # invalid-operation warning.
     if dtype == "float16":
+        bits = bits[(bits & 0x7C00) != 0x7C00]
         values = bits.astype(np.uint16).view(np.float16).astype(np.float64)
     else:
+        bits = bits[(bits & 0x7F80) != 0x7F80]
         values = (bits << 16).view(np.float32).astype(np.float64)
-    values = values[np.isfinite(values) & (values >= LO) & (values <= HI)]
+    values = values[(values >= LO) & (values <= HI)]
     return np.unique(values)
 
 
