@@ -14,6 +14,10 @@ attempts=3
 for attempt in $(seq "$attempts"); do
   "$python" -m pip install "$@" && exit 0
   status=$?
+  # A full disk also shows as "Connection interrupted" (and a resumed download that fails its
+  # hash): say how much room there was.
+  echo "tools/pip_install.sh: free space: $(df -h --output=avail "${TMPDIR:-/tmp}" | tail -n 1)" \
+    "in ${TMPDIR:-/tmp}, $(df -h --output=avail "$(dirname "$python")" | tail -n 1) for the venv" >&2
   if [ "$attempt" = "$attempts" ]; then
     echo "tools/pip_install.sh: pip install failed $attempts times (exit $status)" >&2
     exit "$status"
