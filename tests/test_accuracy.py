@@ -175,7 +175,8 @@ def test_written_table_holds_at_its_own_inputs(sweep_binary, tmp_path):
     default beta=1 alone at x = -87.3365 (its largest underflow tail error), the written
     table has a row for every op and variant, and a sweep of all of them at the table's own
     inputs stays within it. (Without that step the table held Swish beta=1 alone; and a full
-    sweep's table was once below `make test`'s sample: Swish beta=-1's tail at +87.3365.)"""
+    sweep's table was once below `make test`'s sample: Swish beta=-1's tail at x = 87.3365,
+    where Sigmoid's grad tail had its maximum.)"""
     x = struct.unpack("<I", struct.pack("<f", -87.3365479))[0]
     seed = tmp_path / "swish-beta1.json"
     accuracy_table.sweep(

@@ -387,8 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote the accuracy table into {a.write}")
         table = parse(a.write.read_text(encoding="utf-8"))
         # `make test` evaluates every variant at every input where a maximum was found, so a
-        # new maximum of one variant (Swish beta=1's tail at x = -87.3) is an input the others
-        # (beta=-1 at +87.3) must be measured at too: sweep the new inputs until none is left.
+        # new maximum of one row is an input every other row must be measured at too (the full
+        # sweep put Sigmoid's grad tail at x = 87.3365, where Swish beta=-1's tail error was
+        # above its own row): sweep the new inputs until none is left.
         # (With --from-json too: the sweep is built if need be; a round takes seconds.)
         checked: set[int] = set()
         for _ in range(SETTLE_ROUNDS):
