@@ -392,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         # above its own row): sweep the new inputs until none is left.
         # (With --from-json too: the sweep is built if need be; a round takes seconds.)
         checked: set[int] = set()
+        binary = None
         for _ in range(SETTLE_ROUNDS):
             new = sorted(set(worst_float32_inputs(table)) - checked)
             if not new:
@@ -400,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
             run_args = ["--variants", "all", "--sample", "1", *a.sweep_args,
                         "--extra-float-bits", ",".join(hex(b) for b in new)]
             print(f"accuracy_sweep {' '.join(run_args)}  (the table's new inputs)", flush=True)
-            result, _ = sweep(build(a.build_dir), run_args, a.build_dir / "accuracy-new-inputs.json")
+            binary = binary or build(a.build_dir)  # once, not per round
+            result, _ = sweep(binary, run_args, a.build_dir / "accuracy-new-inputs.json")
             grown = violations(result, table)
             if not grown:
                 break
