@@ -25,7 +25,7 @@ def _public_objects():
             yield f"tf_ops.{name}", obj
     for name in tf_ops.layers.__all__:
         yield f"tf_ops.layers.{name}", getattr(tf_ops.layers, name)
-    for name in ("vanishing_product", "logistic", "erfc", "expm1_nonpositive"):
+    for name in ("vanishing_product", "keep_nan", "logistic", "erfc", "expm1_nonpositive"):
         yield f"portable_math.{name}", getattr(portable_math, name)
 
 

@@ -11,8 +11,10 @@ JOBS.json is a list of jobs, each {"name", "kind", "path", "input"} with kind:
   fail_savedmodel  tf.saved_model.load(path) must fail; record the message
   fail_tflite      converting the SavedModel at `path` must fail; record the message
 `input` is a .npy file. RESULTS.json maps each name to {"output": .npy path (float32), "ops": the
-op types in the artifact run} or {"error": message}. The process asserts, before and
-after, that tf_ops is not among its modules.
+op types in the artifact run} or {"error": message}. A TFLite job runs its model in four
+ways (`_tflite_run`) and maps its name to {"runs": names}, each name "JOB@INTERPRETER/KERNELS"
+with a result of its own that also has "logistic_max_abs_input". The process asserts, before
+and after, that tf_ops is not among its modules.
 """
 
 from __future__ import annotations
@@ -41,16 +43,47 @@ def run_savedmodel(path: str, x: np.ndarray) -> tuple[np.ndarray, list[str]]:
     return output.numpy(), []
 
 
-def _tflite_run(content: bytes, x: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    interpreter = tf.lite.Interpreter(model_content=content)
-    (inp,) = interpreter.get_input_details()
-    interpreter.resize_tensor_input(inp["index"], x.shape)
-    interpreter.allocate_tensors()
-    interpreter.set_tensor(inp["index"], x)
-    interpreter.invoke()
-    (out,) = interpreter.get_output_details()
-    ops = sorted({op["op_name"] for op in interpreter._get_ops_details()})  # noqa: SLF001
-    return interpreter.get_tensor(out["index"]), ops
+# Every TFLite model runs in each interpreter and kernel set a deployment may use: the
+# interpreter of TensorFlow and that of LiteRT (ai-edge-litert), each with its default
+# XNNPACK delegate and with the built-in kernels alone. They differ at extreme inputs
+# (docs/deploy.md): XNNPACK's LOGISTIC is NaN for |z| ~ 1e28..1e35 on AVX-512 CPUs.
+def _interpreters():
+    from ai_edge_litert import interpreter as litert
+
+    return {
+        "tf.lite": (tf.lite.Interpreter, tf.lite.experimental.OpResolverType),
+        "litert": (litert.Interpreter, litert.OpResolverType),
+    }
+
+
+def _tflite_run(content: bytes, x: np.ndarray) -> dict[str, tuple[np.ndarray, list[str], float]]:
+    """{"tf.lite/xnnpack", "tf.lite/builtin", "litert/xnnpack", "litert/builtin"} -> (output,
+    op types, the largest |input| of a LOGISTIC op, NaN ignored; measured in the builtin
+    runs, which keep every tensor, and -1 where the model has none or in XNNPACK runs)."""
+    runs = {}
+    for name, (interpreter_type, resolvers) in _interpreters().items():
+        for kernels, kwargs in (
+            ("xnnpack", {}),
+            ("builtin", {"experimental_op_resolver_type": resolvers.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                         "experimental_preserve_all_tensors": True}),
+        ):
+            interpreter = interpreter_type(model_content=content, **kwargs)
+            (inp,) = interpreter.get_input_details()
+            interpreter.resize_tensor_input(inp["index"], x.shape)
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(inp["index"], x)
+            interpreter.invoke()
+            (out,) = interpreter.get_output_details()
+            details = interpreter._get_ops_details()  # noqa: SLF001
+            logistic_in = -1.0
+            if kernels == "builtin":
+                for op in details:
+                    if op["op_name"] == "LOGISTIC":
+                        z = np.abs(interpreter.get_tensor(op["inputs"][0]).astype(np.float64))
+                        logistic_in = max(logistic_in, float(np.nanmax(z, initial=0.0)))
+            ops = sorted({op["op_name"] for op in details})
+            runs[f"{name}/{kernels}"] = (interpreter.get_tensor(out["index"]), ops, logistic_in)
+    return runs
 
 
 def _tflite_convert(path: str) -> bytes:
@@ -80,6 +113,14 @@ def run_onnx(path: str, x: np.ndarray) -> tuple[np.ndarray, list[str]]:
     return output, ops
 
 
+def _output_path(results_path: str, name: str) -> str:
+    return os.path.join(os.path.dirname(results_path), name.replace("/", "-") + ".out.npy")
+
+
+def _save(results_path: str, name: str, output) -> None:
+    np.save(_output_path(results_path, name), np.asarray(output).astype(np.float32))  # bfloat16 has no .npy type
+
+
 def main(jobs_path: str, results_path: str) -> None:
     with open(jobs_path, encoding="utf-8") as f:
         jobs = json.load(f)
@@ -90,11 +131,20 @@ def main(jobs_path: str, results_path: str) -> None:
         try:
             if kind == "savedmodel":
                 output, ops = run_savedmodel(path, x)
-            elif kind == "tflite_convert":
-                output, ops = _tflite_run(_tflite_convert(path), x)
-            elif kind == "tflite":
-                with open(path, "rb") as f:
-                    output, ops = _tflite_run(f.read(), x)
+            elif kind in ("tflite_convert", "tflite"):
+                if kind == "tflite":
+                    with open(path, "rb") as f:
+                        content = f.read()
+                else:
+                    content = _tflite_convert(path)
+                runs = _tflite_run(content, x)
+                for run, (output, ops, logistic_in) in runs.items():
+                    name = f"{job['name']}@{run}"
+                    _save(results_path, name, output)
+                    results[name] = {"output": _output_path(results_path, name), "ops": ops,
+                                     "logistic_max_abs_input": logistic_in}
+                results[job["name"]] = {"runs": [f"{job['name']}@{run}" for run in runs]}
+                continue
             elif kind == "onnx":
                 output, ops = run_onnx(path, x)
             elif kind == "fail_savedmodel":
@@ -110,9 +160,8 @@ def main(jobs_path: str, results_path: str) -> None:
         except Exception as err:  # noqa: BLE001  (reported to the test, which decides)
             results[job["name"]] = {"error": f"{type(err).__name__}: {err}"}
             continue
-        out_path = os.path.join(os.path.dirname(results_path), job["name"] + ".out.npy")
-        np.save(out_path, np.asarray(output).astype(np.float32))  # bfloat16 has no .npy type
-        results[job["name"]] = {"output": out_path, "ops": ops}
+        _save(results_path, job["name"], output)
+        results[job["name"]] = {"output": _output_path(results_path, job["name"]), "ops": ops}
     assert "tf_ops" not in sys.modules
     results["_modules_checked"] = True
     with open(results_path, "w", encoding="utf-8") as f:

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from tf_ops.python import op_info
 from tf_ops.python import portable_math as pm
+from tf_ops.python.portable import is_portable
 
 Composite = Callable[..., tf.Tensor]
 
@@ -91,6 +92,17 @@ class Activation:
     layer_aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
     tensorflow: TensorFlowEquivalent | None = None
     bench: Mapping[str, Mapping] | None = None
+
+    def __post_init__(self):
+        # Under tf_ops.portable(), f(NaN) is NaN in every runtime, whatever clamps the
+        # composite has (TFLite's built-in MINIMUM/MAXIMUM drop NaN): stated once here.
+        raw = self.forward
+
+        def forward(x, **attrs):
+            y = raw(x, **attrs)
+            return pm.keep_nan(x, y) if is_portable() else y
+
+        object.__setattr__(self, "forward", forward)
 
     def bench_cases(self) -> dict[str, Mapping]:
         """The benchmark's cases of this activation: name -> attributes."""

@@ -18,6 +18,12 @@ docs/deploy.md for the per-runtime tables):
   lower tail in every runtime.
 - There is no ``expm1`` in TFLite or ONNX: ``e^x - 1 = 2t / (1 - t)`` with
   ``t = tanh(x / 2)`` is accurate near 0 and at -inf.
+- TFLite's converter folds ``1 / (1 + exp(-z))`` into its LOGISTIC op, and XNNPACK (its
+  default delegate) computes LOGISTIC as NaN for |z| ~ 1e28..1e35 on AVX-512 CPUs: the
+  logistic's argument is clamped to where the float32 result is already exactly 0 or 1.
+- TFLite's built-in MAXIMUM and MINIMUM (without XNNPACK) return the other operand when
+  one is NaN, so clamps lose NaN there: every forward composite's result passes NaN
+  through by arithmetic alone (`keep_nan`).
 
 Those forms are used under `tf_ops.portable()`. The other user of the composites, XLA
 in a library built without lowerings, runs in TensorFlow: there `logistic`, `erfc` and
@@ -63,9 +69,30 @@ def vanishing_product(x: tf.Tensor, w: tf.Tensor, at: str = "-inf") -> tf.Tensor
     return tf.where(tf.math.is_nan(x), x, clamped * w)
 
 
+def keep_nan(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    """``y``, and NaN where ``x`` is NaN, by arithmetic that every runtime evaluates as
+    IEEE (no select, no min/max): ``y / (1 + (r - r))`` with ``r = 1 / (1 + x^2)``, which
+    is finite for every other ``x`` (0 at +-inf), so the factor is exactly 1 there.
+
+    Example:
+      >>> keep_nan(tf.constant([np.nan, np.inf, -2.0]), tf.constant([1.0, 1.0, -0.0])).numpy()
+      array([nan,  1., -0.], dtype=float32)
+    """
+    r = 1.0 / (1.0 + x * x)
+    return y / (1.0 + (r - r))
+
+
+# From |z| = 104 on, the float32 logistic is exactly 0 or 1 (e^-104 is below half the
+# smallest subnormal float); float64's is from 746 on.
+_LOGISTIC_SATURATION = {tf.float32: 104.0, tf.float64: 746.0}
+
+
 def logistic(z: tf.Tensor) -> tf.Tensor:
-    """The logistic function; portable: ``1 / (1 + e^-z)``, accurate in the lower tail
-    (where ONNX's Sigmoid is not), 0 at -inf and 1 at +inf.
+    """The logistic function; portable: ``1 / (1 + e^-z)`` on z clamped to where the
+    result saturates, accurate in the lower tail (where ONNX's Sigmoid is not), 0 at
+    -inf and 1 at +inf. The clamp keeps XNNPACK's LOGISTIC (what TFLite makes of this
+    form) inside the range where it is right on every CPU; on TFLite's built-in kernels
+    it loses NaN, which the activations restore (`keep_nan`).
 
     Example:
       >>> logistic(tf.constant([-20.0, 0.0])).numpy()
@@ -73,7 +100,8 @@ def logistic(z: tf.Tensor) -> tf.Tensor:
     """
     if not is_portable():
         return tf.sigmoid(z)
-    return 1.0 / (1.0 + tf.exp(-z))
+    limit = _LOGISTIC_SATURATION[z.dtype]
+    return 1.0 / (1.0 + tf.exp(-tf.clip_by_value(z, -limit, limit)))
 
 
 # erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), for z >= 0: the Chebyshev fit of
