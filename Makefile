@@ -2,6 +2,8 @@
 #   make build   .venv with the pinned TensorFlow + tools, then the op library; .venv can then
 #                `import tf_ops` from any folder (this source tree, on its path)
 #   make test    build, the engine's sanitizer test, then the pytest suite
+#   make test-quick  build, then one case in 10 of each quick test (every file and test
+#                function still runs) on both cores: the developer loop; CI runs everything
 #   make engine-test  the CPU engine under ASan + UBSan (TF-free, tests/engine/)
 #   make demo    build, then a short script using the ops from TF and Keras
 #   make bench   build, then the benchmark suite (BENCH_ARGS="--quick" for ~1 min)
@@ -22,6 +24,14 @@ PY := $(VENV)/bin/python
 TF_OPS_CUDA ?= AUTO
 TF_OPS_XLA ?= AUTO
 BUILD_DIR ?= build
+# A compiler cache where one is installed (.ci/run installs Debian's ccache): every CMake
+# configure of the project, those of the tests, the wheel and `make compat` too, takes its
+# launchers from these variables, so a rebuild of unchanged sources costs seconds.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+ifneq ($(CCACHE),)
+export CMAKE_CXX_COMPILER_LAUNCHER ?= $(CCACHE)
+export CMAKE_CUDA_COMPILER_LAUNCHER ?= $(CCACHE)
+endif
 ENGINE_TEST_DIR ?= build-engine-test
 # ENGINE_TEST=0: `make test` without the engine's sanitizer test (CI's older-TensorFlow step:
 # the engine is TF-free and step 1 runs it).
@@ -31,7 +41,7 @@ WHEEL_BUILD_DIR ?= $(BUILD_DIR)-wheel
 REQ_STAMP := $(VENV)/.installed-$(TF_DIST)-$(TF)-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
 TF_DISTRIBUTIONS := tensorflow tensorflow-cpu
 
-.PHONY: venv build engine-test test demo bench wheel compat gpu-selftest bazel-build clean
+.PHONY: venv build engine-test test test-quick demo bench wheel compat gpu-selftest bazel-build clean
 
 venv: $(REQ_STAMP)
 
@@ -72,6 +82,10 @@ engine-test: venv
 
 test: build $(if $(filter 0,$(ENGINE_TEST)),,engine-test)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+QUICK_SLICE ?= 10
+test-quick: build
+	$(PY) -m pytest -m "not slow" --slice=$(QUICK_SLICE) -n 2 --dist loadfile -q $(PYTEST_ARGS)
 
 # PYTHONPATH: this tree's package even where pip has installed another into the venv.
 demo: build

@@ -75,3 +75,27 @@ def cpu_only_build(tmp_path_factory) -> types.SimpleNamespace:
     built = subprocess.run([cmake, "--build", str(build), "--parallel", "2"], capture_output=True, text=True)
     assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
     return types.SimpleNamespace(src=src, configure=configure, build=built, tmp=tmp)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slice", type=int, default=1, metavar="N",
+        help="keep one case in N of each parametrized test (the first always): a "
+             "representative slice of every test for the developer loop (make test-quick)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """--slice N: every test function keeps its first case and every N-th after it, so
+    each file and function is still exercised. CI runs everything (N = 1)."""
+    n = config.getoption("--slice")
+    if n <= 1:
+        return
+    seen: dict[tuple[str, str], int] = {}
+    kept, dropped = [], []
+    for item in items:
+        key = (item.nodeid.split("::")[0], getattr(item, "originalname", item.name))
+        index = seen.get(key, 0)
+        seen[key] = index + 1
+        (kept if index % n == 0 else dropped).append(item)
+    items[:] = kept
+    config.hook.pytest_deselected(items=dropped)
