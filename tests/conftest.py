@@ -90,10 +90,10 @@ def pytest_collection_modifyitems(config, items):
     n = config.getoption("--slice")
     if n <= 1:
         return
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[str, int] = {}
     kept, dropped = [], []
     for item in items:
-        key = (item.nodeid.split("::")[0], getattr(item, "originalname", item.name))
+        key = item.nodeid.split("[")[0]  # the test function, without its parameters
         index = seen.get(key, 0)
         seen[key] = index + 1
         (kept if index % n == 0 else dropped).append(item)
