@@ -4,7 +4,7 @@
 #ifndef TF_OPS_CC_XLA_COMPUTE_TYPE_H_
 #define TF_OPS_CC_XLA_COMPUTE_TYPE_H_
 
-#include "tf_ops/cc/xla_value.h"
+#include "tf_ops/cc/core/xla_value.h"
 #include "xla/hlo/builder/xla_builder.h"
 #include "xla/xla_data.pb.h"
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "tf_ops/cc/float_bits.h"
+#include "tf_ops/cc/core/float_bits.h"
 
 namespace tf_ops {
 namespace narrow_float {

@@ -6,7 +6,7 @@
 // the device's FusedExecutor. Compiled twice, as activation_kernels.cc:
 //   TF_OPS_WITH_CUDA=0: CPU kernels (fused_cpu.h's loops over TensorFlow's
 //                       intra-op thread pool), into _tf_ops.so;
-//   TF_OPS_WITH_CUDA=1: GPU kernels (cu/fused_gpu.h's launchers on the op's
+//   TF_OPS_WITH_CUDA=1: GPU kernels (cu/fused/fused_gpu.h's launchers on the op's
 //                       CUDA stream), into _tf_ops_gpu.so.
 //
 // The bias gradient is deterministic on both: fixed tiles from the shape
@@ -21,14 +21,14 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/platform/threadpool.h"
-#include "tf_ops/cc/activation_attrs.h"
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/elementwise_kernel.h"
-#include "tf_ops/cc/fused_cpu.h"
-#include "tf_ops/cc/fused_shape_checks.h"
+#include "tf_ops/cc/activation/activation_attrs.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/elementwise_kernel.h"
+#include "tf_ops/cc/fused/fused_cpu.h"
+#include "tf_ops/cc/fused/fused_shape_checks.h"
 
 #if TF_OPS_WITH_CUDA
-#include "tf_ops/cu/fused_gpu.h"
+#include "tf_ops/cu/fused/fused_gpu.h"
 #endif
 
 namespace tf_ops {

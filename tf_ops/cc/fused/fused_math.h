@@ -19,7 +19,7 @@
 #ifndef TF_OPS_CC_FUSED_MATH_H_
 #define TF_OPS_CC_FUSED_MATH_H_
 
-#include "tf_ops/cc/activation_math.h"
+#include "tf_ops/cc/activation/activation_math.h"
 
 namespace tf_ops {
 

@@ -40,7 +40,7 @@
 
 #include <cstdint>
 
-#include "tf_ops/cc/float_bits.h"
+#include "tf_ops/cc/core/float_bits.h"
 
 namespace tf_ops {
 namespace fast_math {

@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "tf_ops/cc/dtype.h"
+#include "tf_ops/cc/core/dtype.h"
 
 namespace tf_ops {
 namespace gpu {

@@ -12,8 +12,8 @@
 
 #include <cstdint>
 
-#include "tf_ops/cc/dtype.h"
-#include "tf_ops/cc/fused_cpu.h"  // BiasLayout: TF-free
+#include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/fused/fused_cpu.h"  // BiasLayout: TF-free
 
 namespace tf_ops {
 

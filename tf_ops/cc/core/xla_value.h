@@ -24,7 +24,7 @@
 #include <limits>
 #include <optional>
 
-#include "tf_ops/cc/math_primitives.h"
+#include "tf_ops/cc/core/math_primitives.h"
 #include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/lib/math.h"
 #include "xla/hlo/builder/xla_builder.h"

@@ -21,9 +21,9 @@
 #include <string>
 
 #include "tensorflow/core/framework/op.h"
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/activation_shape_fns.h"
-#include "tf_ops/cc/fused_op_defs.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/activation_shape_fns.h"
+#include "tf_ops/cc/fused/fused_op_defs.h"
 
 namespace tf_ops {
 namespace {

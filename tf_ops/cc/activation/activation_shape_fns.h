@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tf_ops/cc/activation_attrs.h"
+#include "tf_ops/cc/activation/activation_attrs.h"
 
 namespace tf_ops {
 

@@ -15,8 +15,8 @@
 
 #include <cstdint>
 
-#include "tf_ops/cc/cpu_isa.h"
-#include "tf_ops/cc/dtype.h"
+#include "tf_ops/cc/core/cpu_isa.h"
+#include "tf_ops/cc/core/dtype.h"
 
 namespace tf_ops {
 

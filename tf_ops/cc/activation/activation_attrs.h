@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/platform/errors.h"
-#include "tf_ops/cc/activation_math.h"
+#include "tf_ops/cc/activation/activation_math.h"
 
 namespace tf_ops {
 

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/tensor_shape.h"
-#include "tf_ops/cc/fused_cpu.h"
+#include "tf_ops/cc/fused/fused_cpu.h"
 
 namespace tf_ops {
 

@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/activation_math.h"
-#include "tf_ops/cc/dtype.h"
-#include "tf_ops/cu/elementwise_gpu.h"
-#include "tf_ops/cu/launch_common.cuh"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/activation_math.h"
+#include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cu/activation/elementwise_gpu.h"
+#include "tf_ops/cu/core/launch_common.cuh"
 
 namespace tf_ops {
 namespace {

@@ -1,4 +1,4 @@
-#include "tf_ops/cc/cpu_isa.h"
+#include "tf_ops/cc/core/cpu_isa.h"
 
 #include <atomic>
 #include <cstdlib>

@@ -23,11 +23,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/dtype.h"
-#include "tf_ops/cc/fused_math.h"
-#include "tf_ops/cu/fused_gpu.h"
-#include "tf_ops/cu/launch_common.cuh"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/fused/fused_math.h"
+#include "tf_ops/cu/fused/fused_gpu.h"
+#include "tf_ops/cu/core/launch_common.cuh"
 
 namespace tf_ops {
 namespace {

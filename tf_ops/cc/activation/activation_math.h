@@ -1,9 +1,10 @@
 // The math of every activation, stated once.
 //
 // This header is plain C++17 that nvcc also compiles: no TensorFlow, no Eigen.
-// The CPU engine (elementwise_cpu.cc), the CUDA engine (cu/elementwise_gpu.cu)
-// and the XLA lowering (activation_xla.cc) all instantiate these functors, so
-// the kernels, the lowerings and every derivative order cannot drift apart.
+// The CPU engine (elementwise_cpu.cc), the CUDA engine
+// (cu/activation/elementwise_gpu.cu) and the XLA lowering (activation_xla.cc)
+// all instantiate these functors, so the kernels, the lowerings and every
+// derivative order cannot drift apart.
 //
 // An activation is a small struct with:
 //   kName                 the op name without the "TfOps>" namespace;
@@ -31,7 +32,7 @@
 #ifndef TF_OPS_CC_ACTIVATION_MATH_H_
 #define TF_OPS_CC_ACTIVATION_MATH_H_
 
-#include "tf_ops/cc/math_primitives.h"
+#include "tf_ops/cc/core/math_primitives.h"
 
 namespace tf_ops {
 

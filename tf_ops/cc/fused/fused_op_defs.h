@@ -33,7 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tf_ops/cc/activation_attrs.h"
+#include "tf_ops/cc/activation/activation_attrs.h"
 
 namespace tf_ops {
 

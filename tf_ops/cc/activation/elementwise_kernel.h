@@ -4,7 +4,8 @@
 // They validate, allocate (reusing an input buffer when TensorFlow allows) and
 // hand the flat buffers to the device's executor:
 //   CPU: the loops of elementwise_cpu.h, sharded over TF's intra-op pool;
-//   GPU: the launchers of cu/elementwise_gpu.h, on the op's CUDA stream.
+//   GPU: the launchers of cu/activation/elementwise_gpu.h, on the op's CUDA
+//        stream.
 
 #ifndef TF_OPS_CC_ELEMENTWISE_KERNEL_H_
 #define TF_OPS_CC_ELEMENTWISE_KERNEL_H_
@@ -18,14 +19,14 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/platform/threadpool.h"
-#include "tf_ops/cc/activation_attrs.h"
-#include "tf_ops/cc/dtype.h"
-#include "tf_ops/cc/elementwise_cpu.h"
-#include "tf_ops/cc/huge_pages.h"
+#include "tf_ops/cc/activation/activation_attrs.h"
+#include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/core/huge_pages.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tensorflow/core/framework/device_base.h"
-#include "tf_ops/cu/elementwise_gpu.h"
+#include "tf_ops/cu/activation/elementwise_gpu.h"
 #include "xla/stream_executor/stream.h"
 #endif
 

@@ -19,7 +19,7 @@
 // inlined and compiled for that target, while the rest of the library stays
 // at the baseline and runs on any CPU TensorFlow runs on.
 
-#include "tf_ops/cc/elementwise_cpu.h"
+#include "tf_ops/cc/activation/elementwise_cpu.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -29,10 +29,10 @@
 #include <immintrin.h>
 #endif
 
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/activation_math.h"
-#include "tf_ops/cc/cpu_storage.h"
-#include "tf_ops/cc/narrow_float.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/activation_math.h"
+#include "tf_ops/cc/core/cpu_storage.h"
+#include "tf_ops/cc/core/narrow_float.h"
 
 namespace tf_ops {
 namespace {

@@ -3,15 +3,15 @@
 // `flatten` attributes, so that the functor's math is inlined and vectorised
 // for that target.
 
-#include "tf_ops/cc/fused_cpu.h"
+#include "tf_ops/cc/fused/fused_cpu.h"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/cpu_isa.h"
-#include "tf_ops/cc/cpu_storage.h"
-#include "tf_ops/cc/fused_math.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/core/cpu_isa.h"
+#include "tf_ops/cc/core/cpu_storage.h"
+#include "tf_ops/cc/fused/fused_math.h"
 
 namespace tf_ops {
 namespace {

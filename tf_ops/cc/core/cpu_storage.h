@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "tf_ops/cc/dtype.h"
-#include "tf_ops/cc/narrow_float.h"
+#include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/core/narrow_float.h"
 
 namespace tf_ops {
 namespace cpu_storage {

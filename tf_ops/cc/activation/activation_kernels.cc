@@ -7,8 +7,8 @@
 //                       loads only where the driver can run them.
 
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/elementwise_kernel.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/elementwise_kernel.h"
 
 namespace tf_ops {
 

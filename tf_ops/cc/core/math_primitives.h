@@ -29,7 +29,7 @@
 
 #include <math.h>
 
-#include "tf_ops/cc/fast_math.h"
+#include "tf_ops/cc/core/fast_math.h"
 
 #if defined(__CUDACC__)
 #define TF_OPS_HOST_DEVICE __host__ __device__ __forceinline__
