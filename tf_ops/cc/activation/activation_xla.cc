@@ -13,7 +13,7 @@
 // This is a translation unit of its own because the tf2xla/XLA headers are
 // heavy (most of this file's compile time); CMake leaves it out with
 // -DTF_OPS_XLA=OFF, and the Python wrappers then fall back to TF composites
-// inside XLA (tf_ops/python/composites.py).
+// inside XLA (tf_ops/python/activation/composites.py).
 //
 // Kernels are registered with REGISTER_KERNEL_BUILDER on the JIT devices, not
 // with REGISTER_XLA_OP: XlaOpRegistry turns its entries into kernels only once

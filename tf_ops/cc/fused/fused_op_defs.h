@@ -12,7 +12,7 @@
 // with the activation's attributes (bias ops also data_format) and T in
 // {half, bfloat16, float, double}. The math is fused_math.h's; kernels are in
 // fused_kernels.cc, XLA lowerings in fused_xla.cc, the Python in
-// tf_ops/python/fused.py.
+// tf_ops/python/fused/functions.py.
 //
 // Shapes, checked here when known and by the kernels at run time:
 //   bias ops: bias is 1-D with as many elements as the channel axis of the

@@ -35,7 +35,7 @@ import warnings
 
 import tensorflow as tf
 
-from tf_ops.python import gpu
+from tf_ops.python.core import gpu
 
 LIBRARY_MODULE = "tf_ops._tf_ops"
 BUILD_INFO_SUFFIX = ".build.json"

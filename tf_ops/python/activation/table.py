@@ -1,20 +1,20 @@
 """Every activation's Python, one entry each: what Python adds to the C++ op.
 
 The C++ library states each activation's math, attributes (names, types, defaults and
-checks) and one-line description (``tf_ops/cc/activation_math.h``); Python reads those
+checks) and one-line description (``tf_ops/cc/activation/activation_math.h``); Python reads those
 from the registered op (``op_def_registry``). An entry here adds only what C++ cannot
 know:
 
 - the Keras layer's name and argument names (Keras says ``negative_slope`` where the
   op says ``alpha``), and the prose and examples of the docstrings;
 - the op's **portable composite**: f(x) and f'(v) written with TensorFlow built-in ops
-  (``portable_math.py``), used under `tf_ops.portable()` (SavedModel without the
+  (``core/portable_math.py``), used under `tf_ops.portable()` (SavedModel without the
   library, TFLite, ONNX) and inside XLA when the library has no XLA lowerings. It is
   the only second statement of the math, justified because it must run without the
   library; the tests hold it to the same float64 references as the kernels.
 
-From this table ``activations.py`` makes the public functions (``tf_ops.gelu``,
-``gelu_grad``, ``gelu_grad_grad``), ``gradients.py`` registers every gradient,
+From this table ``functions.py`` makes the public functions (``tf_ops.gelu``,
+``gelu_grad``, ``gelu_grad_grad``), ``tf_ops.python.gradients`` registers every gradient,
 ``layers.py`` makes the Keras layers, and the benchmark takes its cases.
 Composites take tensors in the compute type (float32, or float64) and attributes as
 the kernel sees them (float attributes rounded to float32).
@@ -28,8 +28,8 @@ from typing import Callable, Mapping
 
 import tensorflow as tf
 
-from tf_ops.python import op_info
-from tf_ops.python import portable_math as pm
+from tf_ops.python.core import op_info
+from tf_ops.python.core import portable_math as pm
 
 Composite = Callable[..., tf.Tensor]
 

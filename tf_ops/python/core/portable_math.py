@@ -34,7 +34,7 @@ import math
 
 import tensorflow as tf
 
-from tf_ops.python.portable import is_portable
+from tf_ops.python.core.portable import is_portable
 
 
 def vanishing_product(x: tf.Tensor, w: tf.Tensor, at: str = "-inf") -> tf.Tensor:
@@ -78,7 +78,7 @@ def logistic(z: tf.Tensor) -> tf.Tensor:
 
 # erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), for z >= 0: the Chebyshev fit of
 # Press et al. (Numerical Recipes, erfcc), relative error < 1.2e-7 for every z >= 0.
-# The float32 CPU kernels use the same fit (tf_ops/cc/fast_math.h).
+# The float32 CPU kernels use the same fit (tf_ops/cc/core/fast_math.h).
 _ERFC_COEFFS = (
     -1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
     0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 
-from tf_ops.python.library import library_path, load_library
+from tf_ops.python.core.library import library_path, load_library
 
 
 def active_cpu_isa() -> str:

@@ -73,7 +73,7 @@ def snake_case(op: str) -> str:
 def _generated_doc(op_type: str) -> str:
     # The Python registry strips op docs; the function TensorFlow generates for the op
     # keeps its .Doc() text and adds an Args section.
-    from tf_ops.python.library import load_library  # noqa: PLC0415  (loaded by then)
+    from tf_ops.python.core.library import load_library  # noqa: PLC0415  (loaded by then)
 
     return getattr(load_library(), "tf_ops_" + snake_case(op_type[len(NAMESPACE):])).__doc__
 

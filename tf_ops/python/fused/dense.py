@@ -24,7 +24,8 @@ from typing import Any
 
 import keras
 
-from tf_ops.python import activations, fused
+from tf_ops.python.activation import functions as activations
+from tf_ops.python.fused import functions as fused
 
 PACKAGE = "tf_ops"
 

@@ -1,7 +1,7 @@
 """Bias + activation and gated activations, for every activation in the table.
 
-From each entry of ``activation_table.py`` and the ops' C++ registration
-(``tf_ops/cc/fused_op_defs.h``) this makes:
+From each entry of ``tf_ops/python/activation/table.py`` and the ops' C++ registration
+(``tf_ops/cc/fused/fused_op_defs.h``) this makes:
 
 - the bias path of ``tf_ops.<act>(x, ..., bias=b, data_format="NHWC")``: the op
   ``TfOps>Bias{Act}``, y = f(x + b), b broadcast along the channel axis (the last, or
@@ -16,10 +16,7 @@ From each entry of ``activation_table.py`` and the ops' C++ registration
   x + b (b along the last axis, before the split), and its grad op
   ``tf_ops.bias_gated_<act>_grad(gradients, features, bias, ...)``, returning
   ``(backprops, bias_backprops)`` in one pass;
-- the gradients of all six ops, of any order. The grad ops' gradients are written
-  with the plain ops (``{act}_grad``, whose gradient is the fused ``{act}_grad_grad``
-  op), so second order runs fused kernels and higher orders compose as for the plain
-  ops.
+- the gradients of all six ops, of any order, are registered in ``gradients.py``.
 
 As the plain functions do, each builds its op's composite of TensorFlow built-in ops
 instead under `tf_ops.portable()` and inside XLA when the library has no lowering for
@@ -31,12 +28,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import tensorflow as tf
-from tensorflow.python.framework import ops
-
-from tf_ops.python import activations, composites, op_info
-from tf_ops.python.activation_table import ACTIVATIONS, Activation
-from tf_ops.python.library import load_library
-from tf_ops.python.portable import is_portable
+from tf_ops.python.activation.table import ACTIVATIONS, Activation
+from tf_ops.python.core import op_info
+from tf_ops.python.core.composite import check, kernel_attrs, use_composite, xla_lowered
+from tf_ops.python.core.library import load_library
 
 TensorLike = tf.types.experimental.TensorLike
 
@@ -49,7 +44,7 @@ FAMILIES = (("Bias", ""), ("Bias", "Grad"), ("Gated", ""), ("Gated", "Grad"),
 OP_NAMES: tuple[str, ...] = tuple(
     prefix + a.op + suffix for a in ACTIVATIONS for prefix, suffix in FAMILIES
 )
-XLA_LOWERED: frozenset[str] = frozenset(op for op in OP_NAMES if activations._has_xla_kernel(op))
+XLA_LOWERED: frozenset[str] = xla_lowered(OP_NAMES)
 
 # `gated`'s activation names: every activation's function name.
 GATES: dict[str, Activation] = {a.function: a for a in ACTIVATIONS}
@@ -60,9 +55,7 @@ def _op_fn(op: str) -> Callable[..., Any]:
 
 
 def _use_composite(op: str) -> bool:
-    return is_portable() or (
-        op not in XLA_LOWERED and tf.__internal__.get_enclosing_xla_context() is not None
-    )
+    return use_composite(op, XLA_LOWERED)
 
 
 def _attrs_of(entry: Activation, attrs: dict) -> dict:
@@ -90,7 +83,7 @@ def _compute_dtype(dtype: tf.DType) -> tf.DType:
     return dtype if dtype in (tf.float32, tf.float64) else tf.float32
 
 
-def _bias_axes(x: tf.Tensor, data_format: str):
+def bias_axes(x: tf.Tensor, data_format: str):
     """The channel-broadcast shape of the bias and the axes db sums over."""
     rank = tf.rank(x)
     if data_format == "NHWC":
@@ -99,32 +92,32 @@ def _bias_axes(x: tf.Tensor, data_format: str):
     return shape, tf.concat([[0], tf.range(2, rank)], 0)
 
 
-def _add_bias(x: tf.Tensor, b: tf.Tensor, data_format: str) -> tf.Tensor:
-    shape, _ = _bias_axes(x, data_format)
+def add_bias(x: tf.Tensor, b: tf.Tensor, data_format: str) -> tf.Tensor:
+    shape, _ = bias_axes(x, data_format)
     return x + (b if shape is None else tf.reshape(b, shape))
 
 
 def _bias_grad_composite(entry, g, x, b, data_format, attrs):
     """(g f'(x + b), its sum over all but the channel axis), computed in float32 or
     float64 and rounded once."""
-    kattrs = composites.kernel_attrs(attrs)
+    kattrs = kernel_attrs(attrs)
     compute = _compute_dtype(x.dtype)
     gc, xc, bc = (tf.cast(t, compute) for t in (g, x, b))
-    z = _add_bias(xc, bc, data_format)
+    z = add_bias(xc, bc, data_format)
     v = entry.forward(z, **kattrs) if op_info.grad_takes_outputs(entry.op) else z
     dx = gc * entry.derivative(v, **kattrs)
     acc = tf.float64 if compute == tf.float64 or x.dtype == tf.float32 else tf.float32
-    db = tf.reduce_sum(tf.cast(dx, acc), axis=_bias_axes(x, data_format)[1])
+    db = tf.reduce_sum(tf.cast(dx, acc), axis=bias_axes(x, data_format)[1])
     return tf.cast(dx, x.dtype), tf.cast(db, x.dtype)
 
 
 def _bias_composite(entry, x, b, data_format, attrs):
-    kattrs = composites.kernel_attrs(attrs)
+    kattrs = kernel_attrs(attrs)
 
     @tf.custom_gradient
     def bias_activation(x, b):
         compute = _compute_dtype(x.dtype)
-        z = _add_bias(tf.cast(x, compute), tf.cast(b, compute), data_format)
+        z = add_bias(tf.cast(x, compute), tf.cast(b, compute), data_format)
         y = tf.cast(entry.forward(z, **kattrs), x.dtype)
 
         def grad(dy):
@@ -135,14 +128,14 @@ def _bias_composite(entry, x, b, data_format, attrs):
     return bias_activation(x, b)
 
 
-def _halves(x: tf.Tensor):
+def halves(x: tf.Tensor):
     return tf.split(x, 2, axis=-1)
 
 
 def _gated_grad_composite(entry, g, x, attrs):
-    kattrs = composites.kernel_attrs(attrs)
+    kattrs = kernel_attrs(attrs)
     compute = _compute_dtype(x.dtype)
-    a, b = _halves(tf.cast(x, compute))
+    a, b = halves(tf.cast(x, compute))
     g = tf.cast(g, compute)
     f = entry.forward(a, **kattrs)
     v = f if op_info.grad_takes_outputs(entry.op) else a
@@ -151,11 +144,11 @@ def _gated_grad_composite(entry, g, x, attrs):
 
 
 def _gated_composite(entry, x, attrs):
-    kattrs = composites.kernel_attrs(attrs)
+    kattrs = kernel_attrs(attrs)
 
     @tf.custom_gradient
     def gated_activation(x):
-        a, b = _halves(tf.cast(x, _compute_dtype(x.dtype)))
+        a, b = halves(tf.cast(x, _compute_dtype(x.dtype)))
         y = tf.cast(entry.forward(a, **kattrs) * b, x.dtype)
         return y, lambda dy: _gated_grad_composite(entry, dy, x, attrs)
 
@@ -169,17 +162,17 @@ def _bias_gated_grad_composite(entry, g, x, b, attrs):
     z = tf.cast(x, compute) + tf.cast(b, compute)
     dz = _gated_grad_composite(entry, g, z, attrs)
     acc = tf.float64 if compute == tf.float64 or x.dtype == tf.float32 else tf.float32
-    db = tf.reduce_sum(tf.cast(dz, acc), axis=_bias_axes(x, "NHWC")[1])
+    db = tf.reduce_sum(tf.cast(dz, acc), axis=bias_axes(x, "NHWC")[1])
     return tf.cast(dz, x.dtype), tf.cast(db, x.dtype)
 
 
 def _bias_gated_composite(entry, x, b, attrs):
-    kattrs = composites.kernel_attrs(attrs)
+    kattrs = kernel_attrs(attrs)
 
     @tf.custom_gradient
     def bias_gated_activation(x, b):
         compute = _compute_dtype(x.dtype)
-        z0, z1 = _halves(tf.cast(x, compute) + tf.cast(b, compute))
+        z0, z1 = halves(tf.cast(x, compute) + tf.cast(b, compute))
         y = tf.cast(entry.forward(z0, **kattrs) * z1, x.dtype)
         return y, lambda dy: _bias_gated_grad_composite(entry, dy, x, b, attrs)
 
@@ -203,7 +196,7 @@ def bias_activation(entry: Activation, features, bias, attrs: dict, data_format:
     if _use_composite(op):
         with tf.name_scope(name or op):
             x, b = _convert((features, bias))
-            activations.check(op, (x, b), {**attrs, "data_format": data_format})
+            check(op, (x, b), {**attrs, "data_format": data_format})
             return _bias_composite(entry, x, b, data_format, attrs)
     # Converted first: the op's wrapper would make NumPy inputs float32 otherwise.
     return _op_fn(op)(*_convert((features, bias)), data_format=data_format, name=name, **attrs)
@@ -220,7 +213,7 @@ def _make_bias_grad(entry: Activation) -> Callable[..., Any]:
         if _use_composite(op):
             with tf.name_scope(name or op):
                 g, x, b = _convert((gradients, features, bias))
-                activations.check(op, (g, x, b), {**attrs, "data_format": data_format})
+                check(op, (g, x, b), {**attrs, "data_format": data_format})
                 return _bias_grad_composite(entry, g, x, b, data_format, attrs)
         return tuple(_op_fn(op)(*_convert((gradients, features, bias)), data_format=data_format,
                                 name=name, **attrs))
@@ -250,7 +243,7 @@ def gated_activation(entry: Activation, features, bias, attrs: dict,
     if _use_composite(op):
         with tf.name_scope(name or op):
             tensors = _convert(inputs)
-            activations.check(op, tuple(tensors), attrs)
+            check(op, tuple(tensors), attrs)
             if bias is None:
                 return _gated_composite(entry, tensors[0], attrs)
             return _bias_gated_composite(entry, *tensors, attrs)
@@ -267,7 +260,7 @@ def _make_gated_grad(entry: Activation) -> Callable[..., Any]:
         if _use_composite(op):
             with tf.name_scope(name or op):
                 g, x = _convert((gradients, features))
-                activations.check(op, (g, x), attrs)
+                check(op, (g, x), attrs)
                 return _gated_grad_composite(entry, g, x, attrs)
         return _op_fn(op)(*_convert((gradients, features)), name=name, **attrs)
 
@@ -293,7 +286,7 @@ def _make_bias_gated_grad(entry: Activation) -> Callable[..., Any]:
         if _use_composite(op):
             with tf.name_scope(name or op):
                 g, x, b = _convert((gradients, features, bias))
-                activations.check(op, (g, x, b), attrs)
+                check(op, (g, x, b), attrs)
                 return _bias_gated_grad_composite(entry, g, x, b, attrs)
         return tuple(_op_fn(op)(*_convert((gradients, features, bias)), name=name, **attrs))
 
@@ -356,91 +349,6 @@ def _alias(fn_name: str, activation: str, defaults: dict, what: str) -> Callable
     return alias
 
 
-# ---------------------------------------------------------------- gradients ---
-
-
-def _register_gradient(op_type: str, fn: Callable) -> None:
-    try:
-        ops.gradient_registry.lookup(op_type)
-    except LookupError:
-        ops.RegisterGradient(op_type)(fn)
-
-
-def _op_attrs(op: tf.Operation, entry: Activation) -> dict:
-    return {a.name: op.get_attr(a.name) for a in op_info.attrs(op_info.NAMESPACE + entry.op)}
-
-
-def _register(entry: Activation) -> None:
-    fn = entry.function
-    plain = activations.FUNCTIONS
-    takes_outputs = op_info.grad_takes_outputs(entry.op)
-
-    def slope_input(z, attrs):
-        """What {act}_grad takes at the features z: z, or f(z) (Elu)."""
-        return plain[fn](z, **attrs) if takes_outputs else z
-
-    def bias_grad(op, grad):
-        attrs = _op_attrs(op, entry)
-        df = op.get_attr("data_format").decode()
-        x, b = op.inputs
-        return FUNCTIONS[f"bias_{fn}_grad"](grad, x, b, data_format=df, **attrs)
-
-    def bias_grad_grad(op, u_dx, u_db):
-        # The grad op rewritten with the plain ops and differentiated: the
-        # gradient of {act}_grad is the fused {act}_grad_grad op.
-        attrs = _op_attrs(op, entry)
-        df = op.get_attr("data_format").decode()
-        g, x, b = op.inputs
-        with tf.GradientTape() as tape:
-            tape.watch([g, x, b])
-            dx = plain[f"{fn}_grad"](g, slope_input(_add_bias(x, b, df), attrs), **attrs)
-            db = tf.reduce_sum(dx, axis=_bias_axes(x, df)[1])
-        u_db = tf.zeros_like(b) if u_db is None else u_db
-        return tape.gradient([dx, db], [g, x, b], output_gradients=[u_dx, u_db],
-                             unconnected_gradients=tf.UnconnectedGradients.ZERO)
-
-    def gated_grad(op, grad):
-        return FUNCTIONS[f"gated_{fn}_grad"](grad, op.inputs[0], **_op_attrs(op, entry))
-
-    def gated_dx(g, z, attrs):
-        """The gated grad op at the features z, rewritten with the plain ops."""
-        a, b = _halves(z)
-        return tf.concat([plain[f"{fn}_grad"](g * b, slope_input(a, attrs), **attrs),
-                          g * plain[fn](a, **attrs)], axis=-1)
-
-    def gated_grad_grad(op, upstream):
-        attrs = _op_attrs(op, entry)
-        g, x = op.inputs
-        with tf.GradientTape() as tape:
-            tape.watch([g, x])
-            dx = gated_dx(g, x, attrs)
-        return tape.gradient(dx, [g, x], output_gradients=upstream,
-                             unconnected_gradients=tf.UnconnectedGradients.ZERO)
-
-    def bias_gated_grad(op, grad):
-        x, b = op.inputs
-        return FUNCTIONS[f"bias_gated_{fn}_grad"](grad, x, b, **_op_attrs(op, entry))
-
-    def bias_gated_grad_grad(op, u_dx, u_db):
-        attrs = _op_attrs(op, entry)
-        g, x, b = op.inputs
-        with tf.GradientTape() as tape:
-            tape.watch([g, x, b])
-            dx = gated_dx(g, x + b, attrs)
-            db = tf.reduce_sum(dx, axis=_bias_axes(x, "NHWC")[1])
-        u_db = tf.zeros_like(b) if u_db is None else u_db
-        return tape.gradient([dx, db], [g, x, b], output_gradients=[u_dx, u_db],
-                             unconnected_gradients=tf.UnconnectedGradients.ZERO)
-
-    base = op_info.NAMESPACE
-    _register_gradient(f"{base}Bias{entry.op}", bias_grad)
-    _register_gradient(f"{base}Bias{entry.op}Grad", bias_grad_grad)
-    _register_gradient(f"{base}Gated{entry.op}", gated_grad)
-    _register_gradient(f"{base}Gated{entry.op}Grad", gated_grad_grad)
-    _register_gradient(f"{base}BiasGated{entry.op}", bias_gated_grad)
-    _register_gradient(f"{base}BiasGated{entry.op}Grad", bias_gated_grad_grad)
-
-
 # Public functions: the grad ops' and the gated family's.
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
 for _entry in ACTIVATIONS:
@@ -456,8 +364,5 @@ for _name, _act, _defaults, _what in (
 ):
     if _act in GATES:
         FUNCTIONS[_name] = _alias(_name, _act, _defaults, _what)
-
-for _entry in ACTIVATIONS:
-    _register(_entry)
 
 __all__ = sorted(FUNCTIONS)

@@ -1,7 +1,7 @@
 """`tf_ops.portable()`: build TensorFlow built-in ops instead of the ``TfOps>`` ops.
 
 While it is active, every tf_ops function and layer builds its op's portable composite
-(``activation_table.py``), the same function written with TensorFlow built-in ops in
+(``activation/table.py``), the same function written with TensorFlow built-in ops in
 forms that TFLite's builtin ops and ONNX (through tf2onnx) cover. A model exported then
 loads where tf_ops is not installed: TF Serving, a process that never imports tf_ops,
 the TFLite converter, tf2onnx. Outside it nothing changes.

@@ -1,7 +1,7 @@
 """The ops as compositions of TensorFlow built-in ops, built from each activation's
-portable composite in ``activation_table.py``.
+portable composite in ``table.py``.
 
-Two callers, both in ``activations.py``:
+Two callers, both in ``functions.py`` (when: ``tf_ops/python/core/composite.py``):
 - `tf_ops.portable()`: every tf_ops function builds these instead of the ``TfOps>``
   ops, so that an exported model runs without the library (SavedModel, TFLite, ONNX);
 - XLA, when the library was built without its lowerings (``-DTF_OPS_XLA=OFF``, the
@@ -11,23 +11,18 @@ Semantics are the ops': half and bfloat16 are computed in float32 and rounded on
 the forward composite's gradient is the grad-op composite ``g * f'(v)`` (same branches
 at the kinks as the kernels), and TensorFlow differentiates that for second and higher
 orders. Attributes and shapes are checked before this module is called, by the ops'
-own C++ checks (``activations.check``).
+own C++ checks (``core.composite.check``).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
 import tensorflow as tf
 
-from tf_ops.python import op_info
-from tf_ops.python.activation_table import Activation
-
-
-def kernel_attrs(attrs: dict) -> dict:
-    """Float attributes as the kernels see them: float32 values."""
-    return {k: float(np.float32(v)) if isinstance(v, float) else v for k, v in attrs.items()}
+from tf_ops.python.activation.table import Activation
+from tf_ops.python.core import op_info
+from tf_ops.python.core.composite import kernel_attrs
 
 
 def _in_compute_type(fn: Callable, *tensors: tf.Tensor):

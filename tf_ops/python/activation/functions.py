@@ -1,5 +1,5 @@
 """The public functions of every activation, made from its table entry
-(``activation_table.py``) and its registered ops.
+(``table.py``) and its registered ops.
 
 For an activation ``Gelu`` (ops ``TfOps>Gelu``, ``TfOps>GeluGrad``,
 ``TfOps>GeluGradGrad``) this makes ``gelu(features, approximate=False, name=None)``,
@@ -7,10 +7,13 @@ For an activation ``Gelu`` (ops ``TfOps>Gelu``, ``TfOps>GeluGrad``,
 features, ...)``: argument names, attributes and defaults come from the ops' C++
 registration, the docs from the op and the entry. They take half, bfloat16, float32
 and float64 tensors of any shape and run on CPU and, when built with CUDA, GPU.
-Gradients of every order are registered in ``gradients.py``.
+Gradients of every order are registered in ``tf_ops/python/gradients.py``; with
+``bias=b`` the forward function runs the fused op ``TfOps>Bias{Act}``
+(``tf_ops/python/fused/functions.py``).
 
 Each function builds its ``TfOps>`` op, except in two cases where it builds the op's
-composite of TensorFlow built-in ops (``composites.py``):
+composite of TensorFlow built-in ops (``composites.py``; when and the checks:
+``tf_ops/python/core/composite.py``):
 - under `tf_ops.portable()`, so that an exported model runs without the library;
 - while XLA traces it and the library has no XLA lowering for the op (a library built
   with ``-DTF_OPS_XLA=OFF``, or by Bazel).
@@ -20,16 +23,16 @@ errors for bad attributes and mismatched shapes either way.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import tensorflow as tf
-from tensorflow.python.framework import kernels
 
-from tf_ops.python import composites, op_info
-from tf_ops.python.activation_table import ACTIVATIONS, Activation
-from tf_ops.python.library import load_library
-from tf_ops.python.portable import is_portable
+from tf_ops.python.activation import composites
+from tf_ops.python.activation.table import ACTIVATIONS, Activation
+from tf_ops.python.core import op_info
+from tf_ops.python.core.composite import check, use_composite, xla_lowered
+from tf_ops.python.core.library import load_library
+from tf_ops.python.fused.functions import bias_activation
 
 TensorLike = tf.types.experimental.TensorLike
 
@@ -38,42 +41,8 @@ _ops = load_library()
 # Op names without the namespace, for every op of every activation.
 OP_NAMES: tuple[str, ...] = tuple(a.op + family for a in ACTIVATIONS for family in op_info.FAMILIES)
 
-
-def _has_xla_kernel(op: str) -> bool:
-    """Asked of TF's kernel registry: the truth whatever built the library."""
-    registered = kernels.get_registered_kernels_for_op(op_info.NAMESPACE + op).kernel
-    return any(k.device_type == "XLA_CPU_JIT" for k in registered)
-
-
 # Op names ("Gelu", "GeluGrad", ...) that XLA can compile.
-XLA_LOWERED: frozenset[str] = frozenset(op for op in OP_NAMES if _has_xla_kernel(op))
-
-
-@functools.lru_cache(maxsize=None)
-def _check_static(op: str, attrs: tuple, shapes: tuple, dtype: tf.DType) -> None:
-    with tf.Graph().as_default():
-        placeholders = [tf.compat.v1.placeholder(dtype, shape) for shape in shapes]
-        getattr(_ops, "tf_ops_" + op_info.snake_case(op))(*placeholders, **dict(attrs))
-
-
-def check(op: str, inputs: tuple, attrs: dict) -> None:
-    """Runs ``TfOps>{op}``'s C++ checks (its shape function: attribute values, input
-    shapes that must agree) on inputs of these static shapes and these attributes,
-    without running anything: raises ValueError (TypeError for a wrong attribute type)
-    with the op's own message.
-
-    Example:
-      >>> check("Elu", (tf.zeros([2]),), {"alpha": -1.0})  # doctest: +SKIP
-      ValueError: ... TfOps>Elu: attribute 'alpha' must be >= 0, got -1 ...
-    """
-    shapes = tuple(tuple(tf.TensorShape(t.shape).as_list()) if t.shape.rank is not None else None
-                   for t in inputs)
-    _check_static(op, tuple(sorted(attrs.items())), shapes, inputs[0].dtype)
-
-
-def _xla_without_lowering(op: str) -> bool:
-    """Whether XLA is tracing this call and cannot compile ``TfOps>{op}``."""
-    return op not in XLA_LOWERED and tf.__internal__.get_enclosing_xla_context() is not None
+XLA_LOWERED: frozenset[str] = xla_lowered(OP_NAMES)
 
 
 # The composite of each op family.
@@ -90,13 +59,11 @@ def _make(entry: Activation, family: str) -> Callable[..., Any]:
     composite = _COMPOSITES[family]
 
     def call(inputs: tuple, attrs: dict, name: str | None, bias=None, data_format="NHWC"):
-        if bias is not None:  # the fused TfOps>Bias{op} (fused.py)
-            from tf_ops.python import fused  # noqa: PLC0415  (imports this module)
-
-            return fused.bias_activation(entry, inputs[0], bias, attrs, data_format, name)
+        if bias is not None:  # the fused TfOps>Bias{op} (fused/functions.py)
+            return bias_activation(entry, inputs[0], bias, attrs, data_format, name)
         if data_format not in ("NHWC", "NCHW"):
             raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
-        if is_portable() or _xla_without_lowering(op):
+        if use_composite(op, XLA_LOWERED):
             with tf.name_scope(name or op):
                 tensors = [tf.convert_to_tensor(inputs[0])]
                 tensors += [tf.convert_to_tensor(t, tensors[0].dtype) for t in inputs[1:]]

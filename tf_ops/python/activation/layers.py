@@ -1,4 +1,4 @@
-"""Keras 3 layers for every activation, made from its table entry (``activation_table.py``).
+"""Keras 3 layers for every activation, made from its table entry (``table.py``).
 
 `LeakyReLU`, `ELU`, `GELU`, `Swish`, `Mish`, `HardSwish`, ...: drop-in replacements for
 Keras's activation layers (same argument names: ``negative_slope``, ``alpha``), each
@@ -27,8 +27,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_ops.python import activations, op_info
-from tf_ops.python.activation_table import ACTIVATIONS, Activation
+from tf_ops.python.activation import functions as activations
+from tf_ops.python.activation.table import ACTIVATIONS, Activation
+from tf_ops.python.core import op_info
 
 PACKAGE = "tf_ops"
 
