@@ -4,7 +4,7 @@
 # functions with `cmake -P` on versions this machine does not have.
 #
 # The driver each runtime needs is the loader's business (it checks the driver
-# at import time): tf_ops/python/gpu.py holds that table.
+# at import time): tf_ops/python/core/gpu.py holds that table.
 
 # CUDA 12.0 is the oldest toolkit tf_ops builds with (TensorFlow 2.21's own GPU
 # build is CUDA 12.5).

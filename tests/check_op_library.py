@@ -27,7 +27,7 @@ LIBRARY_MODULE = "tf_ops._tf_ops"
 
 
 class _LibraryFinder(importlib.abc.MetaPathFinder):
-    """Resolves tf_ops._tf_ops, which tf_ops.python.library looks up with
+    """Resolves tf_ops._tf_ops, which tf_ops.python.core.library looks up with
     importlib.util.find_spec, to the given file."""
 
     def __init__(self, path: str):

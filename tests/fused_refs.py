@@ -83,19 +83,19 @@ def assert_sum_close(actual, expected, abs_sum, dtype: tf.DType, n: int, what: s
 
 
 def function(spec: OpSpec):
-    return getattr(tf_ops, tf_ops.python.op_info.snake_case(spec.name))
+    return getattr(tf_ops, tf_ops.python.core.op_info.snake_case(spec.name))
 
 
 def bias_grad_fn(spec: OpSpec):
-    return getattr(tf_ops, f"bias_{tf_ops.python.op_info.snake_case(spec.name)}_grad")
+    return getattr(tf_ops, f"bias_{tf_ops.python.core.op_info.snake_case(spec.name)}_grad")
 
 
 def gated_grad_fn(spec: OpSpec):
-    return getattr(tf_ops, f"gated_{tf_ops.python.op_info.snake_case(spec.name)}_grad")
+    return getattr(tf_ops, f"gated_{tf_ops.python.core.op_info.snake_case(spec.name)}_grad")
 
 
 def gate_name(spec: OpSpec) -> str:
-    return tf_ops.python.op_info.snake_case(spec.name)
+    return tf_ops.python.core.op_info.snake_case(spec.name)
 
 
 def op_types(graph_def) -> set[str]:
@@ -110,7 +110,7 @@ def assert_jit_builds(op: str, graph_def) -> None:
     """Under jit the fused op `op` ("TfOps>BiasGelu") is in the graph when the library has
     its XLA lowering; when it was built without them (TF_OPS_XLA=OFF, or a TensorFlow
     without XLA headers), the graph holds the composite: no TfOps> op at all."""
-    from tf_ops.python import fused
+    from tf_ops.python.fused import functions as fused
 
     types = op_types(graph_def)
     if op[len("TfOps>"):] in fused.XLA_LOWERED:

@@ -656,7 +656,7 @@ SPECS: tuple[OpSpec, ...] = (
 
 def function_name(spec: OpSpec) -> str:
     """The public Python function of the spec's op: ``HardSwish`` -> ``hard_swish``."""
-    return tf_ops.python.op_info.snake_case(spec.name)
+    return tf_ops.python.core.op_info.snake_case(spec.name)
 
 
 def layer_class(spec: OpSpec) -> type:

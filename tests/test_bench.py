@@ -10,7 +10,7 @@ import sys
 from subprocesses import REPO_ROOT, python_env
 
 from tf_ops.bench.cases import CASES
-from tf_ops.python.library import load_library
+from tf_ops.python.core.library import load_library
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess:
@@ -111,7 +111,7 @@ def test_every_forward_op_has_a_benchmark_case():
     # The fused ops (bias_gelu, gated_gelu, ...) are benchmarked by tf_ops.bench.fused, which
     # makes its cases from the activation table.
     from tf_ops.bench import fused as fused_bench
-    from tf_ops.python.op_info import snake_case
+    from tf_ops.python.core.op_info import snake_case
 
     fused_ops = {n for n in forward_ops if n.startswith(("bias_", "gated_"))}
     fused_benched = {f"{family}_{snake_case(entry.op)}" for _, entry, _ in fused_bench._cases()

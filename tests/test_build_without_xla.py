@@ -22,7 +22,7 @@ _CHECKS = textwrap.dedent(
     sys.path[:0] = [src, tests]
     import tensorflow as tf
     import tf_ops
-    from tf_ops.python import activations
+    from tf_ops.python.activation import functions as activations
     assert tf_ops.library_path().startswith(src), tf_ops.library_path()
     info = tf_ops.build_info()
     assert info.xla is False and info.tensorflow_version == tf.__version__, info

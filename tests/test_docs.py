@@ -13,7 +13,7 @@ import pytest
 from tensorflow.python.framework import kernels, op_def_registry, ops
 
 import tf_ops
-from tf_ops.python.library import load_library
+from tf_ops.python.core.library import load_library
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = {"CPU", "GPU", "XLA_CPU_JIT", "XLA_GPU_JIT"}

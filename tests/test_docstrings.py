@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import tf_ops
-from tf_ops.python import portable_math
+from tf_ops.python.core import portable_math
 
 
 def _public_objects():

@@ -1,5 +1,5 @@
-"""The GPU kernels are loaded only where they can run (tf_ops/python/gpu.py decides,
-tf_ops/python/library.py loads).
+"""The GPU kernels are loaded only where they can run (tf_ops/python/core/gpu.py decides,
+tf_ops/python/core/library.py loads).
 
 There is no GPU and no NVIDIA driver here, so the decision is fed fakes. In this process:
 the decision itself (driver too old, new enough, unreadable; GPUs that run the compiled
@@ -26,7 +26,7 @@ from tensorflow.python.framework import kernels
 
 import fake_gpu
 import tf_ops
-from tf_ops.python import gpu, library
+from tf_ops.python.core import gpu, library
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
@@ -339,7 +339,7 @@ _CHILD = textwrap.dedent(r"""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             import tf_ops
-            from tf_ops.python import activations  # noqa: F401
+            from tf_ops.python.activation import functions as activations  # noqa: F401
             tf_ops.load_library(); tf_ops.load_library()
             status = tf_ops.gpu_status()
             assert tf_ops.gpu_status() is status

@@ -35,7 +35,7 @@ from op_specs import (
     spec_params,
     to_dtype,
 )
-from tf_ops.python import activations
+from tf_ops.python.activation import functions as activations
 from test_xla import BACKENDS, TF_CAN_BUILD_LOWERINGS, _require_lowerings
 
 GRAPH_ERRORS = (ValueError, tf.errors.InvalidArgumentError)

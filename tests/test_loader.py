@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import tf_ops
-from tf_ops.python import activations
+from tf_ops.python.activation import functions as activations
 
 PACKAGE = os.path.dirname(os.path.abspath(tf_ops.__file__))
 REBUILD_COMMANDS = ("make build", "pip install --no-build-isolation")
@@ -34,7 +34,7 @@ _RUNNER = textwrap.dedent(
         sys.path.insert(0, case_dir)
         try:
             import tf_ops
-            from tf_ops.python import activations
+            from tf_ops.python.activation import functions as activations
             info = tf_ops.build_info()
             value = tf_ops.leaky_relu([-2.0], alpha=0.5).numpy().tolist()
             result = {"ok": True, "build_info": None if info is None else info.__dict__,

@@ -33,7 +33,7 @@ from op_specs import (
     spec_params,
     to_dtype,
 )
-from tf_ops.python import activations
+from tf_ops.python.activation import functions as activations
 
 # TensorFlow 2.19's wheel cannot compile the lowerings: its XLA headers include LLVM headers it
 # does not ship (CMakeLists.txt probes for that and builds without them), so built against it

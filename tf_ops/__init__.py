@@ -2,7 +2,7 @@
 
 The functions (`leaky_relu`, `elu`, `gelu`, `swish`, `mish`, `hard_swish`, ..., each
 with its `*_grad` and `*_grad_grad`) and the Keras layers in `tf_ops.layers` are made
-from one table, ``tf_ops/python/activation_table.py``, and the ops' C++ registration;
+from one table, ``tf_ops/python/activation/table.py``, and the ops' C++ registration;
 `help(tf_ops.gelu)` shows each signature and docstring.
 
 Importing it loads the ops and their CPU kernels, and their CUDA kernels where they can
@@ -22,12 +22,13 @@ Example:
 
 from tf_ops import layers  # Keras layers; registers the activations with Keras
 from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
-from tf_ops.python.activations import FUNCTIONS as _FUNCTIONS
-from tf_ops.python.fused import FUNCTIONS as _FUSED_FUNCTIONS
-from tf_ops.python.cpu_info import active_cpu_isa
-from tf_ops.python.gpu import GpuFallbackWarning, GpuStatus
-from tf_ops.python.library import BuildInfo, build_info, gpu_status, library_path, load_library
-from tf_ops.python.portable import is_portable, portable
+from tf_ops.python.fused import gradients as _fused_gradients  # noqa: F401  and the fused ops'
+from tf_ops.python.activation.functions import FUNCTIONS as _FUNCTIONS
+from tf_ops.python.fused.functions import FUNCTIONS as _FUSED_FUNCTIONS
+from tf_ops.python.core.cpu_info import active_cpu_isa
+from tf_ops.python.core.gpu import GpuFallbackWarning, GpuStatus
+from tf_ops.python.core.library import BuildInfo, build_info, gpu_status, library_path, load_library
+from tf_ops.python.core.portable import is_portable, portable
 
 globals().update(_FUNCTIONS)
 globals().update(_FUSED_FUNCTIONS)

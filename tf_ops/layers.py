@@ -1,6 +1,6 @@
 """Keras 3 layers computing the fused tf_ops activations: one per activation
 (`LeakyReLU`, `ELU`, `GELU`, `Swish`, `Mish`, `HardSwish`, `CELU`), made from the table
-in ``tf_ops/python/activation_table.py``.
+in ``tf_ops/python/activation/table.py``.
 
 Example:
   >>> import keras, tf_ops
@@ -10,11 +10,11 @@ Example:
   ...     keras.layers.Dense(8, activation=tf_ops.mish),
   ...     keras.layers.Dense(1)])
 
-See `tf_ops.python.layers` for the details and choices.
+See `tf_ops.python.activation.layers` for the details and choices.
 """
 
-from tf_ops.python.dense import DENSE_LAYERS
-from tf_ops.python.layers import LAYERS
+from tf_ops.python.fused.dense import DENSE_LAYERS
+from tf_ops.python.activation.layers import LAYERS
 
 globals().update(LAYERS)
 globals().update(DENSE_LAYERS)  # Dense, GatedDense: bias + activation fused

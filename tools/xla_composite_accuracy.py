@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from tf_ops.bench.cases import CASES  # noqa: E402
-from tf_ops.python.activation_table import ACTIVATIONS  # noqa: E402
+from tf_ops.python.activation.table import ACTIVATIONS  # noqa: E402
 import op_specs  # noqa: E402
 
 LO, HI = -30.0, 10.0

@@ -47,9 +47,9 @@
 #include <Eigen/Core>  // Eigen::half, Eigen::bfloat16, as TensorFlow uses them
 #endif
 
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/activation_math.h"
-#include "tf_ops/cc/elementwise_cpu.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/activation_math.h"
+#include "tf_ops/cc/activation/elementwise_cpu.h"
 
 namespace tf_ops {
 namespace {

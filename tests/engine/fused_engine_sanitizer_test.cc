@@ -27,9 +27,9 @@
 #include <random>
 #include <vector>
 
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/fused_cpu.h"
-#include "tf_ops/cc/fused_math.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/fused/fused_cpu.h"
+#include "tf_ops/cc/fused/fused_math.h"
 
 namespace tf_ops {
 namespace {

@@ -16,8 +16,8 @@
 
 #include "tests/gpu/cuda_check.h"
 #include "tests/gpu/op_families.h"
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/activation_math.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/activation_math.h"
 
 namespace tf_ops {
 namespace {

@@ -26,12 +26,12 @@
 #include <utility>
 #include <vector>
 
-#include "tf_ops/cc/activation_math.h"
-#include "tf_ops/cc/dtype.h"
-#include "tf_ops/cc/elementwise_cpu.h"
-#include "tf_ops/cc/fused_cpu.h"
-#include "tf_ops/cu/elementwise_gpu.h"
-#include "tf_ops/cu/fused_gpu.h"
+#include "tf_ops/cc/activation/activation_math.h"
+#include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/fused/fused_cpu.h"
+#include "tf_ops/cu/activation/elementwise_gpu.h"
+#include "tf_ops/cu/fused/fused_gpu.h"
 
 namespace tf_ops {
 

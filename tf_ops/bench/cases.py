@@ -1,5 +1,5 @@
 """What the benchmark times: for each activation, tf_ops and what TF offers instead,
-both taken from the activation's entry in ``tf_ops/python/activation_table.py``.
+both taken from the activation's entry in ``tf_ops/python/activation/table.py``.
 
 A `Case` gives three functions of tensors, each for tf_ops and for the TensorFlow
 reference (the built-in op where TF has one, else the composite a user would write):
@@ -20,8 +20,9 @@ from typing import Callable, Mapping
 
 import tensorflow as tf
 
-from tf_ops.python import activations, op_info
-from tf_ops.python.activation_table import ACTIVATIONS, Activation
+from tf_ops.python.activation import functions as activations
+from tf_ops.python.core import op_info
+from tf_ops.python.activation.table import ACTIVATIONS, Activation
 
 Fn = Callable[..., tf.Tensor]
 

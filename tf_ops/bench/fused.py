@@ -32,7 +32,7 @@ import tensorflow as tf
 
 import tf_ops
 from tf_ops.bench.timing import time_interleaved
-from tf_ops.python.activation_table import ACTIVATIONS
+from tf_ops.python.activation.table import ACTIVATIONS
 
 
 def _cases():

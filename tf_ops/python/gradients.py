@@ -1,5 +1,8 @@
 """Gradient registrations for every op of every activation, any order, from the table.
 
+The activation family's gradients (its table, functions, composites and layers are in
+``activation/``; the fused ops' gradients in ``fused/gradients.py``).
+
 For an activation with f, grad op G(g, v) = g * f'(v) and grad-grad op
 H(u, g, v) = (u * f'(v), u * g * f''(v)) (v: the features, or the outputs for Elu):
 - ``TfOps>{op}``: the gradient is G(upstream, v);
@@ -22,8 +25,10 @@ from typing import Callable
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from tf_ops.python import activations, composites, op_info
-from tf_ops.python.activation_table import ACTIVATIONS, Activation
+from tf_ops.python.activation import composites
+from tf_ops.python.activation import functions as activations
+from tf_ops.python.activation.table import ACTIVATIONS, Activation
+from tf_ops.python.core import op_info
 
 
 def _register_gradient(op_type: str) -> Callable[[Callable], Callable]:

@@ -58,10 +58,10 @@
 #include <thread>
 #include <vector>
 
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/activation_math.h"
-#include "tf_ops/cc/cpu_isa.h"
-#include "tf_ops/cc/elementwise_cpu.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/activation_math.h"
+#include "tf_ops/cc/core/cpu_isa.h"
+#include "tf_ops/cc/activation/elementwise_cpu.h"
 #include "tools/accuracy/formats.h"
 #include "tools/accuracy/isa_loops.h"
 #include "tools/accuracy/primitives.h"

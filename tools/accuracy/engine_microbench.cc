@@ -33,11 +33,11 @@
 #include <string>
 #include <vector>
 
-#include "tf_ops/cc/activation_list.h"
-#include "tf_ops/cc/activation_math.h"
-#include "tf_ops/cc/cpu_isa.h"
-#include "tf_ops/cc/elementwise_cpu.h"
-#include "tf_ops/cc/fast_math.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/activation_math.h"
+#include "tf_ops/cc/core/cpu_isa.h"
+#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/core/fast_math.h"
 #include "tools/accuracy/isa_loops.h"
 #include "tools/accuracy/primitives.h"
 #include "tools/accuracy/thread_pool.h"

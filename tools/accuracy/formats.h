@@ -32,7 +32,7 @@
 #include <cstring>
 #include <limits>
 
-#include "tf_ops/cc/dtype.h"
+#include "tf_ops/cc/core/dtype.h"
 
 namespace tf_ops {
 namespace accuracy {

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "tf_ops/cc/cpu_isa.h"
+#include "tf_ops/cc/core/cpu_isa.h"
 
 namespace tf_ops {
 namespace accuracy {

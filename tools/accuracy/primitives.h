@@ -12,7 +12,7 @@
 
 #include <cmath>
 
-#include "tf_ops/cc/fast_math.h"
+#include "tf_ops/cc/core/fast_math.h"
 
 namespace tf_ops {
 namespace accuracy {

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "tf_ops/cc/activation_math.h"
+#include "tf_ops/cc/activation/activation_math.h"
 
 namespace tf_ops {
 namespace accuracy {

@@ -1,0 +1,278 @@
+// One OpKernel template for every activation's forward op, one for every grad
+// op and one for every grad-grad op (the grad op's gradient), templated on
+// device, dtype and the functor from activation_math.h.
+// They validate, allocate (reusing an input buffer when TensorFlow allows) and
+// hand the flat buffers to the device's executor:
+//   CPU: the loops of elementwise_cpu.h, sharded over TF's intra-op pool;
+//   GPU: the launchers of cu/activation/elementwise_gpu.h, on the op's CUDA
+//        stream.
+
+#ifndef TF_OPS_CC_ELEMENTWISE_KERNEL_H_
+#define TF_OPS_CC_ELEMENTWISE_KERNEL_H_
+
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/platform/threadpool.h"
+#include "tf_ops/cc/activation/activation_attrs.h"
+#include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/core/huge_pages.h"
+
+#if TF_OPS_WITH_CUDA
+#include "tensorflow/core/framework/device_base.h"
+#include "tf_ops/cu/activation/elementwise_gpu.h"
+#include "xla/stream_executor/stream.h"
+#endif
+
+namespace tf_ops {
+
+// Device tags for the kernel templates.
+struct CpuDevice {};
+struct GpuDevice {};
+
+// The engines' name for each TensorFlow dtype (same bit layouts).
+template <typename T>
+constexpr Dtype DtypeOf();
+template <>
+constexpr Dtype DtypeOf<Eigen::half>() { return Dtype::kHalf; }
+template <>
+constexpr Dtype DtypeOf<Eigen::bfloat16>() { return Dtype::kBFloat16; }
+template <>
+constexpr Dtype DtypeOf<float>() { return Dtype::kFloat; }
+template <>
+constexpr Dtype DtypeOf<double>() { return Dtype::kDouble; }
+
+template <typename Device>
+struct Executor;
+
+// TensorFlow 2.20 added SchedulingParams::Adaptive and deprecated the
+// constructor that 2.19 only has. Detected rather than version-tested: the
+// 2.20+ headers define no TF_MINOR_VERSION (the build system must).
+template <typename Params, typename = void>
+struct HasAdaptiveSchedule : std::false_type {};
+template <typename Params>
+struct HasAdaptiveSchedule<
+    Params, std::void_t<decltype(Params::Adaptive(int64_t{1}))>>
+    : std::true_type {};
+
+template <typename Params>
+Params AdaptiveSchedule(int64_t cost_per_unit) {
+  if constexpr (HasAdaptiveSchedule<Params>::value) {
+    return Params::Adaptive(cost_per_unit);
+  } else {
+    return Params(tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive,
+                  cost_per_unit, std::nullopt);
+  }
+}
+
+template <>
+struct Executor<CpuDevice> {
+  // Rough cycles per element for the pool's cost model: small tensors run on
+  // the calling thread, large ones on both cores.
+  template <typename Op>
+  static tsl::thread::ThreadPool::SchedulingParams Schedule() {
+    return AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
+        Op::kCyclesPerElement);
+  }
+
+  template <typename Op, typename T>
+  static absl::Status Forward(tensorflow::OpKernelContext* ctx, const Op& op,
+                              const T* x, T* y, int64_t n) {
+    if (y != x) AdviseHugePages(y, n * sizeof(T));
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
+          CpuForward(op, DtypeOf<T>(), x, y, begin, end);
+        });
+    return absl::OkStatus();
+  }
+
+  template <typename Op, typename T>
+  static absl::Status Backward(tensorflow::OpKernelContext* ctx, const Op& op,
+                               const T* g, const T* v, T* dx, int64_t n) {
+    if (dx != g && dx != v) AdviseHugePages(dx, n * sizeof(T));
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
+          CpuBackward(op, DtypeOf<T>(), g, v, dx, begin, end);
+        });
+    return absl::OkStatus();
+  }
+
+  // d_g or d_v may be null (output not required).
+  template <typename Op, typename T>
+  static absl::Status GradGrad(tensorflow::OpKernelContext* ctx, const Op& op,
+                               const T* u, const T* g, const T* v, T* d_g,
+                               T* d_v, int64_t n) {
+    for (T* out : {d_g, d_v}) {
+      if (out != nullptr && out != u && out != g && out != v) {
+        AdviseHugePages(out, n * sizeof(T));
+      }
+    }
+    // Both derivatives in one pass: about twice the forward's work.
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        n,
+        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
+            2 * Op::kCyclesPerElement),
+        [&](int64_t begin, int64_t end) {
+          CpuGradGrad(op, DtypeOf<T>(), u, g, v, d_g, d_v, begin, end);
+        });
+    return absl::OkStatus();
+  }
+};
+
+#if TF_OPS_WITH_CUDA
+// The raw cudaStream_t behind the op's stream executor stream.
+inline void* GpuStream(tensorflow::OpKernelContext* ctx) {
+  return ctx->op_device_context()->stream()->platform_specific_handle().stream;
+}
+
+template <>
+struct Executor<GpuDevice> {
+  template <typename Op, typename T>
+  static absl::Status Forward(tensorflow::OpKernelContext* ctx, const Op& op,
+                              const T* x, T* y, int64_t n) {
+    return Check<Op>(LaunchForward(op, DtypeOf<T>(), x, y, n, GpuStream(ctx)));
+  }
+
+  template <typename Op, typename T>
+  static absl::Status Backward(tensorflow::OpKernelContext* ctx, const Op& op,
+                               const T* g, const T* v, T* dx, int64_t n) {
+    return Check<Op>(
+        LaunchBackward(op, DtypeOf<T>(), g, v, dx, n, GpuStream(ctx)));
+  }
+
+  template <typename Op, typename T>
+  static absl::Status GradGrad(tensorflow::OpKernelContext* ctx, const Op& op,
+                               const T* u, const T* g, const T* v, T* d_g,
+                               T* d_v, int64_t n) {
+    return Check<Op>(LaunchGradGrad(op, DtypeOf<T>(), u, g, v, d_g, d_v, n,
+                                    GpuStream(ctx)));
+  }
+
+ private:
+  template <typename Op>
+  static absl::Status Check(const char* cuda_error) {
+    if (cuda_error == nullptr) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat(
+        "TfOps>", Op::kName, ": CUDA kernel launch failed: ", cuda_error));
+  }
+};
+#endif  // TF_OPS_WITH_CUDA
+
+// activations = f(features), any shape.
+template <typename Device, typename T, typename Op>
+class ActivationOp : public tensorflow::OpKernel {
+ public:
+  explicit ActivationOp(tensorflow::OpKernelConstruction* ctx)
+      : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &op_));
+  }
+
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    const tensorflow::Tensor& x = ctx->input(0);
+    tensorflow::Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx,
+                   ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &y));
+    const int64_t n = x.NumElements();
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, Executor<Device>::Forward(ctx, op_, x.flat<T>().data(),
+                                                  y->flat<T>().data(), n));
+  }
+
+ private:
+  Op op_;
+};
+
+// backprops = gradients * f'(v), where v is the features or the outputs.
+// The two inputs must have the same shape: checked here at run time, since a
+// graph with unknown dimensions (or an eager call) passes the shape function.
+template <typename Device, typename T, typename Op>
+class ActivationGradOp : public tensorflow::OpKernel {
+ public:
+  explicit ActivationGradOp(tensorflow::OpKernelConstruction* ctx)
+      : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &op_));
+  }
+
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    const tensorflow::Tensor& g = ctx->input(0);
+    const tensorflow::Tensor& v = ctx->input(1);
+    OP_REQUIRES(
+        ctx, g.shape() == v.shape(),
+        absl::InvalidArgumentError(absl::StrCat(
+            "TfOps>", Op::kName, "Grad: gradients and ",
+            Op::kGradTakesOutputs ? "outputs" : "features",
+            " must have the same shape, got ", g.shape().DebugString(),
+            " and ", v.shape().DebugString())));
+    tensorflow::Tensor* dx = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0, 1}, 0,
+                                                              g.shape(), &dx));
+    const int64_t n = g.NumElements();
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, Executor<Device>::Backward(
+                            ctx, op_, g.flat<T>().data(), v.flat<T>().data(),
+                            dx->flat<T>().data(), n));
+  }
+
+ private:
+  Op op_;
+};
+
+// The grad op's gradient: from upstream gradients u (one per output of the
+// grad op), d_gradients = u * f'(v) and d_features (d_outputs for Elu) =
+// u * gradients * f''(v), in one pass. The three inputs must have one shape.
+// An output nothing consumes (TF tells the kernel) is neither allocated nor
+// computed: the second derivative d2y/dx2 of a tape needs only d_v.
+template <typename Device, typename T, typename Op>
+class ActivationGradGradOp : public tensorflow::OpKernel {
+ public:
+  explicit ActivationGradGradOp(tensorflow::OpKernelConstruction* ctx)
+      : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &op_));
+  }
+
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    const tensorflow::Tensor& u = ctx->input(0);
+    const tensorflow::Tensor& g = ctx->input(1);
+    const tensorflow::Tensor& v = ctx->input(2);
+    OP_REQUIRES(
+        ctx, u.shape() == g.shape() && u.shape() == v.shape(),
+        absl::InvalidArgumentError(absl::StrCat(
+            "TfOps>", Op::kName, "GradGrad: upstream, gradients and ",
+            Op::kGradTakesOutputs ? "outputs" : "features",
+            " must have the same shape, got ", u.shape().DebugString(), ", ",
+            g.shape().DebugString(), " and ", v.shape().DebugString())));
+    // Each output may take over the buffer of an input it is computed from
+    // (element for element, so the engines allow it).
+    tensorflow::Tensor* d_g = nullptr;
+    tensorflow::Tensor* d_v = nullptr;
+    if (ctx->output_required(0)) {
+      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0, 2}, 0,
+                                                                u.shape(), &d_g));
+    }
+    if (ctx->output_required(1)) {
+      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({1, 2}, 1,
+                                                                u.shape(), &d_v));
+    }
+    const int64_t n = u.NumElements();
+    if (n == 0 || (d_g == nullptr && d_v == nullptr)) return;
+    OP_REQUIRES_OK(
+        ctx, Executor<Device>::GradGrad(
+                 ctx, op_, u.flat<T>().data(), g.flat<T>().data(),
+                 v.flat<T>().data(),
+                 d_g == nullptr ? nullptr : d_g->flat<T>().data(),
+                 d_v == nullptr ? nullptr : d_v->flat<T>().data(), n));
+  }
+
+ private:
+  Op op_;
+};
+
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_ELEMENTWISE_KERNEL_H_

@@ -1,0 +1,429 @@
+// Kernels of the fused ops (fused_op_defs.h): bias + activation and gated
+// activations (without and with a bias), forward and grad, for every activation in activation_list.h
+// and half, bfloat16, float and double. They check shapes (the shape
+// functions cannot when dimensions are unknown, nor in eager calls), allocate
+// (reusing an input buffer when TensorFlow allows) and hand the buffers to
+// the device's FusedExecutor. Compiled twice, as activation_kernels.cc:
+//   TF_OPS_WITH_CUDA=0: CPU kernels (fused_cpu.h's loops over TensorFlow's
+//                       intra-op thread pool), into _tf_ops.so;
+//   TF_OPS_WITH_CUDA=1: GPU kernels (cu/fused/fused_gpu.h's launchers on the op's
+//                       CUDA stream), into _tf_ops_gpu.so.
+//
+// The bias gradient is deterministic on both: fixed tiles from the shape
+// alone, each writing its own partial sums into a scratch tensor, then added
+// per channel in a fixed order (fused_cpu.h's tiling, fused_gpu.cu's plan).
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/platform/threadpool.h"
+#include "tf_ops/cc/activation/activation_attrs.h"
+#include "tf_ops/cc/activation/activation_list.h"
+#include "tf_ops/cc/activation/elementwise_kernel.h"
+#include "tf_ops/cc/fused/fused_cpu.h"
+#include "tf_ops/cc/fused/fused_shape_checks.h"
+
+#if TF_OPS_WITH_CUDA
+#include "tf_ops/cu/fused/fused_gpu.h"
+#endif
+
+namespace tf_ops {
+namespace {
+
+using tensorflow::OpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+using tensorflow::Tensor;
+using tensorflow::TensorShape;
+
+// What each device does with the checked, allocated buffers; `op` names the
+// op in errors.
+template <typename Device>
+struct FusedExecutor;
+
+#if TF_OPS_WITH_CUDA
+template <>
+struct FusedExecutor<GpuDevice> {
+  template <typename Act, typename T>
+  static absl::Status BiasForward(OpKernelContext* ctx, const std::string& op,
+                                  const Act& act, const T* x, const T* bias,
+                                  T* y, BiasLayout layout, int64_t n) {
+    return Check(op, LaunchBiasForward(act, DtypeOf<T>(), x, bias, y, layout,
+                                       n, GpuStream(ctx)));
+  }
+
+  // The partial sums live in a scratch tensor of BiasGradGpuScratchBytes.
+  template <typename Act, typename T>
+  static absl::Status BiasGrad(OpKernelContext* ctx, const std::string& op,
+                               const Act& act, const T* g, const T* x,
+                               const T* bias, T* dx, T* db, BiasLayout layout,
+                               int64_t n) {
+    const int64_t bytes = BiasGradGpuScratchBytes(DtypeOf<T>(), layout, n);
+    Tensor scratch;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_INT8,
+                                          TensorShape({bytes}), &scratch));
+    return Check(op, LaunchBiasGrad(act, DtypeOf<T>(), g, x, bias, dx, db,
+                                    scratch.flat<int8_t>().data(), layout, n,
+                                    GpuStream(ctx)));
+  }
+
+  template <typename Act, typename T>
+  static absl::Status GatedForward(OpKernelContext* ctx, const std::string& op,
+                                   const Act& act, const T* x, const T* bias,
+                                   T* y, int64_t half, int64_t n_out) {
+    return Check(op, LaunchGatedForward(act, DtypeOf<T>(), x, bias, y, half,
+                                        n_out, GpuStream(ctx)));
+  }
+
+  template <typename Act, typename T>
+  static absl::Status BiasGatedGrad(OpKernelContext* ctx,
+                                    const std::string& op, const Act& act,
+                                    const T* g, const T* x, const T* bias,
+                                    T* dx, T* db, int64_t half,
+                                    int64_t n_out) {
+    const int64_t bytes =
+        BiasGatedGradGpuScratchBytes(DtypeOf<T>(), half, n_out);
+    Tensor scratch;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_INT8,
+                                          TensorShape({bytes}), &scratch));
+    return Check(op, LaunchBiasGatedGrad(act, DtypeOf<T>(), g, x, bias, dx, db,
+                                         scratch.flat<int8_t>().data(), half,
+                                         n_out, GpuStream(ctx)));
+  }
+
+  template <typename Act, typename T>
+  static absl::Status GatedGrad(OpKernelContext* ctx, const std::string& op,
+                                const Act& act, const T* g, const T* x, T* dx,
+                                int64_t half, int64_t n_out) {
+    return Check(op, LaunchGatedGrad(act, DtypeOf<T>(), g, x, dx, half, n_out,
+                                     GpuStream(ctx)));
+  }
+
+ private:
+  static absl::Status Check(const std::string& op, const char* cuda_error) {
+    if (cuda_error == nullptr) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat(op, ": CUDA kernel launch failed: ", cuda_error));
+  }
+};
+#else
+template <>
+struct FusedExecutor<CpuDevice> {
+  template <typename Act, typename T>
+  static absl::Status BiasForward(OpKernelContext* ctx, const std::string&,
+                                  const Act& act, const T* x, const T* bias,
+                                  T* y, BiasLayout layout, int64_t n) {
+    ParallelFor(ctx, n, Act::kCyclesPerElement + 1,
+                [&](int64_t begin, int64_t end) {
+                  CpuBiasForward(act, DtypeOf<T>(), x, bias, y, layout, begin,
+                                 end);
+                });
+    return absl::OkStatus();
+  }
+
+  // The bias gradients: TiledBiasGrad over the op's tiling.
+  template <typename Act, typename T>
+  static absl::Status BiasGrad(OpKernelContext* ctx, const std::string&,
+                               const Act& act, const T* g, const T* x,
+                               const T* bias, T* dx, T* db, BiasLayout layout,
+                               int64_t n) {
+    return TiledBiasGrad<T>(
+        ctx, MakeBiasGradTiling(layout, n), Act::kCyclesPerElement + 2, db,
+        [&](void* partials, const BiasGradTiling& tiling, int64_t begin,
+            int64_t end) {
+          CpuBiasGradTiles(act, DtypeOf<T>(), g, x, bias, dx, partials, tiling,
+                           begin, end);
+        });
+  }
+
+  template <typename Act, typename T>
+  static absl::Status BiasGatedGrad(OpKernelContext* ctx, const std::string&,
+                                    const Act& act, const T* g, const T* x,
+                                    const T* bias, T* dx, T* db, int64_t half,
+                                    int64_t n_out) {
+    const int64_t rows = half == 0 ? 0 : n_out / half;
+    return TiledBiasGrad<T>(
+        ctx, MakeGatedBiasGradTiling(half, rows),
+        3 * Act::kCyclesPerElement + 6, db,
+        [&](void* partials, const BiasGradTiling& tiling, int64_t begin,
+            int64_t end) {
+          CpuBiasGatedGradTiles(act, DtypeOf<T>(), g, x, bias, dx, partials,
+                                tiling, begin, end);
+        });
+  }
+
+  template <typename Act, typename T>
+  static absl::Status GatedForward(OpKernelContext* ctx, const std::string&,
+                                   const Act& act, const T* x, const T* bias,
+                                   T* y, int64_t half, int64_t n_out) {
+    ParallelFor(ctx, n_out, 2 * Act::kCyclesPerElement + 2,
+                [&](int64_t begin, int64_t end) {
+                  CpuGatedForward(act, DtypeOf<T>(), x, bias, y, half, begin,
+                                  end);
+                });
+    return absl::OkStatus();
+  }
+
+  template <typename Act, typename T>
+  static absl::Status GatedGrad(OpKernelContext* ctx, const std::string&,
+                                const Act& act, const T* g, const T* x, T* dx,
+                                int64_t half, int64_t n_out) {
+    ParallelFor(ctx, n_out, 3 * Act::kCyclesPerElement + 4,
+                [&](int64_t begin, int64_t end) {
+                  CpuGatedGrad(act, DtypeOf<T>(), g, x, dx, half, begin, end);
+                });
+    return absl::OkStatus();
+  }
+
+ private:
+  // A bias gradient: `tiles(partials, tiling, begin, end)` over the tiles in
+  // parallel, each into its own partial sums (a scratch tensor), then the
+  // per-channel sums in parallel over channels. `cost` is cycles per element.
+  template <typename T, typename Tiles>
+  static absl::Status TiledBiasGrad(OpKernelContext* ctx,
+                                    const BiasGradTiling& tiling, int64_t cost,
+                                    T* db, const Tiles& tiles) {
+    // Partial sums in float or double (fused_cpu.h); double-sized slots
+    // hold either.
+    Tensor partials;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_DOUBLE,
+                                          TensorShape({tiling.partials()}),
+                                          &partials));
+    void* pp = partials.flat<double>().data();
+    ParallelFor(ctx, tiling.tiles(), tiling.row_block * tiling.col_block * cost,
+                [&](int64_t begin, int64_t end) {
+                  tiles(pp, tiling, begin, end);
+                });
+    const int64_t channels = tiling.layout.channels;
+    const int64_t per_channel =
+        tiling.partials() / std::max<int64_t>(1, channels) + 1;
+    ParallelFor(ctx, channels, per_channel, [&](int64_t begin, int64_t end) {
+      CpuBiasGradReduce(DtypeOf<T>(), pp, tiling, db, begin, end);
+    });
+    return absl::OkStatus();
+  }
+
+  static void ParallelFor(OpKernelContext* ctx, int64_t total,
+                          int64_t cost_per_unit,
+                          const std::function<void(int64_t, int64_t)>& fn) {
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        total,
+        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
+            cost_per_unit),
+        fn);
+  }
+};
+#endif  // TF_OPS_WITH_CUDA
+
+template <typename Act>
+std::string Name(const char* family, const char* suffix = "") {
+  return absl::StrCat("TfOps>", family, Act::kName, suffix);
+}
+
+template <typename Device, typename T, typename Act>
+class BiasActivationOp : public OpKernel {
+ public:
+  explicit BiasActivationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &act_));
+    std::string data_format;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("data_format", &data_format));
+    nchw_ = data_format == "NCHW";
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& bias = ctx->input(1);
+    const std::string op = Name<Act>("Bias");
+    BiasLayout layout;
+    OP_REQUIRES_OK(ctx,
+                   BiasLayoutOf(op, nchw_, x.shape(), bias.shape(), &layout));
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx,
+                   ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &y));
+    const int64_t n = x.NumElements();
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, FusedExecutor<Device>::BiasForward(
+                            ctx, op, act_, x.flat<T>().data(),
+                            bias.flat<T>().data(), y->flat<T>().data(), layout,
+                            n));
+  }
+
+ private:
+  Act act_;
+  bool nchw_ = false;
+};
+
+template <typename Device, typename T, typename Act>
+class BiasActivationGradOp : public OpKernel {
+ public:
+  explicit BiasActivationGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &act_));
+    std::string data_format;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("data_format", &data_format));
+    nchw_ = data_format == "NCHW";
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& g = ctx->input(0);
+    const Tensor& x = ctx->input(1);
+    const Tensor& bias = ctx->input(2);
+    const std::string op = Name<Act>("Bias", "Grad");
+    OP_REQUIRES(ctx, g.shape() == x.shape(),
+                absl::InvalidArgumentError(absl::StrCat(
+                    op, ": gradients and features must have the same shape, "
+                    "got ", g.shape().DebugString(), " and ",
+                    x.shape().DebugString())));
+    BiasLayout layout;
+    OP_REQUIRES_OK(ctx,
+                   BiasLayoutOf(op, nchw_, x.shape(), bias.shape(), &layout));
+    Tensor* dx = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0, 1}, 0,
+                                                              x.shape(), &dx));
+    Tensor* db = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, bias.shape(), &db));
+    // Also for an empty x: db is then zeros.
+    OP_REQUIRES_OK(ctx, FusedExecutor<Device>::BiasGrad(
+                            ctx, op, act_, g.flat<T>().data(),
+                            x.flat<T>().data(), bias.flat<T>().data(),
+                            dx->flat<T>().data(), db->flat<T>().data(), layout,
+                            x.NumElements()));
+  }
+
+ private:
+  Act act_;
+  bool nchw_ = false;
+};
+
+// Gated{Act} (kBias false) and BiasGated{Act} (kBias true: input 1 is the
+// bias, added to the features before the split).
+template <typename Device, typename T, typename Act, bool kBias>
+class GatedActivationOp : public OpKernel {
+ public:
+  explicit GatedActivationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &act_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const std::string op = Name<Act>(kBias ? "BiasGated" : "Gated");
+    int64_t half = 0;
+    OP_REQUIRES_OK(ctx, GatedHalf(op, x.shape(), &half));
+    const T* bias = nullptr;
+    if (kBias) {
+      const Tensor& b = ctx->input(1);
+      OP_REQUIRES_OK(ctx, CheckGatedBias(op, x.shape(), b.shape()));
+      bias = b.flat<T>().data();
+    }
+    TensorShape out_shape = x.shape();
+    out_shape.set_dim(out_shape.dims() - 1, half);
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &y));
+    const int64_t n = out_shape.num_elements();
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, FusedExecutor<Device>::GatedForward(
+                            ctx, op, act_, x.flat<T>().data(), bias,
+                            y->flat<T>().data(), half, n));
+  }
+
+ private:
+  Act act_;
+};
+
+template <typename Device, typename T, typename Act, bool kBias>
+class GatedActivationGradOp : public OpKernel {
+ public:
+  explicit GatedActivationGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &act_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& g = ctx->input(0);
+    const Tensor& x = ctx->input(1);
+    const std::string op = Name<Act>(kBias ? "BiasGated" : "Gated", "Grad");
+    int64_t half = 0;
+    OP_REQUIRES_OK(ctx, GatedHalf(op, x.shape(), &half));
+    if (kBias) {
+      OP_REQUIRES_OK(ctx, CheckGatedBias(op, x.shape(), ctx->input(2).shape()));
+    }
+    TensorShape out_shape = x.shape();
+    out_shape.set_dim(out_shape.dims() - 1, half);
+    OP_REQUIRES(ctx, g.shape() == out_shape,
+                absl::InvalidArgumentError(absl::StrCat(
+                    op, ": gradients must have the shape of the activations "
+                    "(the features' with the last axis halved), got "
+                    "gradients ", g.shape().DebugString(), " and features ",
+                    x.shape().DebugString())));
+    Tensor* dx = nullptr;
+    OP_REQUIRES_OK(ctx,
+                   ctx->forward_input_or_allocate_output({1}, 0, x.shape(), &dx));
+    const int64_t n = out_shape.num_elements();
+    if constexpr (kBias) {
+      const Tensor& bias = ctx->input(2);
+      Tensor* db = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, bias.shape(), &db));
+      // Also for an empty x: db is then zeros.
+      OP_REQUIRES_OK(ctx, FusedExecutor<Device>::BiasGatedGrad(
+                              ctx, op, act_, g.flat<T>().data(),
+                              x.flat<T>().data(), bias.flat<T>().data(),
+                              dx->flat<T>().data(), db->flat<T>().data(), half,
+                              n));
+      return;
+    }
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, FusedExecutor<Device>::GatedGrad(
+                            ctx, op, act_, g.flat<T>().data(),
+                            x.flat<T>().data(), dx->flat<T>().data(), half,
+                            n));
+  }
+
+ private:
+  Act act_;
+};
+
+}  // namespace
+
+using tensorflow::DEVICE_CPU;
+using tensorflow::DEVICE_GPU;
+using tensorflow::register_kernel::Name;
+
+// DEV is TF's device name, TAG the executor's device tag.
+#define TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, T)                       \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>Bias" #Act).Device(DEV).TypeConstraint<T>("T"),             \
+      BiasActivationOp<TAG, T, Act>);                                         \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>Bias" #Act "Grad").Device(DEV).TypeConstraint<T>("T"),      \
+      BiasActivationGradOp<TAG, T, Act>);                                     \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>Gated" #Act).Device(DEV).TypeConstraint<T>("T"),            \
+      GatedActivationOp<TAG, T, Act, false>);                                 \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>Gated" #Act "Grad").Device(DEV).TypeConstraint<T>("T"),     \
+      GatedActivationGradOp<TAG, T, Act, false>);                             \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>BiasGated" #Act).Device(DEV).TypeConstraint<T>("T"),        \
+      GatedActivationOp<TAG, T, Act, true>);                                  \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>BiasGated" #Act "Grad").Device(DEV).TypeConstraint<T>("T"), \
+      GatedActivationGradOp<TAG, T, Act, true>);
+
+#define TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEV, TAG, Act)       \
+  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, Eigen::half)     \
+  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, Eigen::bfloat16) \
+  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, float)           \
+  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, double)
+
+#if TF_OPS_WITH_CUDA
+#define TF_OPS_REGISTER_FUSED_DEVICE(Act) \
+  TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEVICE_GPU, GpuDevice, Act)
+#else
+#define TF_OPS_REGISTER_FUSED_DEVICE(Act) \
+  TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEVICE_CPU, CpuDevice, Act)
+#endif
+TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_FUSED_DEVICE)
+
+}  // namespace tf_ops

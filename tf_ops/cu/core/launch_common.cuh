@@ -1,0 +1,63 @@
+// What the CUDA engines (elementwise_gpu.cu, fused_gpu.cu) share: the launch
+// shape, grid-stride indices, the dtype dispatch and the launch error check.
+// CUDA code only; no TensorFlow or Eigen headers.
+
+#ifndef TF_OPS_CU_LAUNCH_COMMON_CUH_
+#define TF_OPS_CU_LAUNCH_COMMON_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tf_ops/cc/core/dtype.h"
+
+namespace tf_ops {
+namespace gpu {
+
+constexpr int kThreadsPerBlock = 256;
+// Enough blocks to fill any current GPU several times over; the grid-stride
+// loop covers larger tensors without an ever larger grid.
+constexpr int64_t kMaxBlocks = 8192;
+
+__device__ __forceinline__ int64_t GlobalThread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t GlobalThreads() {
+  return static_cast<int64_t>(blockDim.x) * gridDim.x;
+}
+
+// Blocks for `work` items (packs, elements or tiles), at most kMaxBlocks.
+inline int BlocksFor(int64_t work, int64_t per_block = kThreadsPerBlock) {
+  return static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>((work + per_block - 1) / per_block, kMaxBlocks)));
+}
+
+inline const char* LastError() {
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+// Calls fn with a null pointer of the CUDA storage type for dtype, so one
+// generic lambda serves all four dtypes.
+template <typename Fn>
+const char* DispatchDtype(Dtype dtype, Fn fn) {
+  switch (dtype) {
+    case Dtype::kHalf:
+      return fn(static_cast<__half*>(nullptr));
+    case Dtype::kBFloat16:
+      return fn(static_cast<__nv_bfloat16*>(nullptr));
+    case Dtype::kFloat:
+      return fn(static_cast<float*>(nullptr));
+    case Dtype::kDouble:
+      return fn(static_cast<double*>(nullptr));
+  }
+  return "tf_ops: unknown GPU dtype";
+}
+
+}  // namespace gpu
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CU_LAUNCH_COMMON_CUH_

@@ -1,0 +1,26 @@
+"""Which vector instruction set the CPU kernels use (chosen when the library loads).
+
+The library's CPU loops are compiled for a baseline (AVX on x86-64), AVX2+FMA
+and AVX-512, and the widest this CPU supports runs. ``TF_OPS_CPU_ISA=baseline``,
+``avx2`` or ``avx512`` in the environment before the library loads caps the
+choice (for tests and benchmarks).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from tf_ops.python.core.library import library_path, load_library
+
+
+def active_cpu_isa() -> str:
+    """The instruction set the CPU kernels run with: 'baseline', 'avx2' or 'avx512'.
+
+    Example:
+      >>> tf_ops.active_cpu_isa()  # doctest: +SKIP
+      'avx512'
+    """
+    load_library()  # the same loaded copy: dlopen of a loaded path returns it
+    fn = ctypes.CDLL(library_path()).TfOpsActiveCpuIsa
+    fn.restype = ctypes.c_char_p
+    return fn().decode()
