@@ -31,6 +31,9 @@ CCACHE := $(shell command -v ccache 2>/dev/null)
 ifneq ($(CCACHE),)
 export CMAKE_CXX_COMPILER_LAUNCHER ?= $(CCACHE)
 export CMAKE_CUDA_COMPILER_LAUNCHER ?= $(CCACHE)
+# Paths under the tree are hashed relative to it, so another clone or worktree of the same
+# sources hits the same cache entries.
+export CCACHE_BASEDIR ?= $(CURDIR)
 endif
 ENGINE_TEST_DIR ?= build-engine-test
 # ENGINE_TEST=0: `make test` without the engine's sanitizer test (CI's older-TensorFlow step:

@@ -158,12 +158,12 @@ const char* LaunchForward(const Op& op, Dtype dtype, const void* x,
     const T* xt = static_cast<const T*>(x);
     T* yt = static_cast<T*>(y);
     if (Aligned16(x) && Aligned16(y)) {
-      ForwardKernel<Op, T, true>
-          <<<BlocksFor(n / Pack<T>::kSize), kThreadsPerBlock, 0, s>>>(
+      TF_OPS_LAUNCH(BlocksFor(n / Pack<T>::kSize), kThreadsPerBlock, 0, s,
+                    ForwardKernel<Op, T, true>)(
               op, xt, yt, n);
     } else {
-      ForwardKernel<Op, T, false>
-          <<<BlocksFor(n), kThreadsPerBlock, 0, s>>>(op, xt, yt, n);
+      TF_OPS_LAUNCH(BlocksFor(n), kThreadsPerBlock, 0, s,
+                    ForwardKernel<Op, T, false>)(op, xt, yt, n);
     }
     return LastError();
   });
@@ -180,12 +180,12 @@ const char* LaunchBackward(const Op& op, Dtype dtype, const void* g,
     const T* vt = static_cast<const T*>(v);
     T* dxt = static_cast<T*>(dx);
     if (Aligned16(g) && Aligned16(v) && Aligned16(dx)) {
-      BackwardKernel<Op, T, true>
-          <<<BlocksFor(n / Pack<T>::kSize), kThreadsPerBlock, 0, s>>>(
+      TF_OPS_LAUNCH(BlocksFor(n / Pack<T>::kSize), kThreadsPerBlock, 0, s,
+                    BackwardKernel<Op, T, true>)(
               op, gt, vt, dxt, n);
     } else {
-      BackwardKernel<Op, T, false>
-          <<<BlocksFor(n), kThreadsPerBlock, 0, s>>>(op, gt, vt, dxt, n);
+      TF_OPS_LAUNCH(BlocksFor(n), kThreadsPerBlock, 0, s,
+                    BackwardKernel<Op, T, false>)(op, gt, vt, dxt, n);
     }
     return LastError();
   });
@@ -209,13 +209,13 @@ const char* LaunchGradGrad(const Op& op, Dtype dtype, const void* u,
     auto launch = [&](auto which) {
       constexpr Outputs kWhich = decltype(which)::value;
       if (packed) {
-        GradGradKernel<Op, T, true, kWhich>
-            <<<BlocksFor(n / Pack<T>::kSize), kThreadsPerBlock, 0, s>>>(
+        TF_OPS_LAUNCH(BlocksFor(n / Pack<T>::kSize), kThreadsPerBlock, 0, s,
+                      GradGradKernel<Op, T, true, kWhich>)(
                 op, ut, gt, vt, d_gt, d_vt, n);
       } else {
-        GradGradKernel<Op, T, false, kWhich>
-            <<<BlocksFor(n), kThreadsPerBlock, 0, s>>>(op, ut, gt, vt, d_gt,
-                                                       d_vt, n);
+        TF_OPS_LAUNCH(BlocksFor(n), kThreadsPerBlock, 0, s,
+                      GradGradKernel<Op, T, false, kWhich>)(
+                op, ut, gt, vt, d_gt, d_vt, n);
       }
     };
     if (d_v == nullptr) {

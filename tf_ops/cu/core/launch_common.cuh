@@ -17,6 +17,17 @@
 namespace tf_ops {
 namespace gpu {
 
+// Every kernel launch is written
+//   TF_OPS_LAUNCH(grid, block, shared_bytes, stream, Kernel<Args...>)(args...);
+// The kernel comes last so that the commas of its template arguments need no
+// parentheses. Under nvcc it is exactly the <<<...>>> launch; when the .cu
+// sources are compiled as C++ for the CPU (the CUDA-on-CPU self-test), the
+// layer that stands in for the CUDA runtime defines it first.
+#ifndef TF_OPS_LAUNCH
+#define TF_OPS_LAUNCH(grid, block, shared_bytes, stream, ...) \
+  __VA_ARGS__<<<(grid), (block), (shared_bytes), (stream)>>>
+#endif
+
 constexpr int kThreadsPerBlock = 256;
 // Enough blocks to fill any current GPU several times over; the grid-stride
 // loop covers larger tensors without an ever larger grid.

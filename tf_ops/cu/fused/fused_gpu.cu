@@ -341,9 +341,8 @@ const char* LaunchBiasForward(const Op& op, Dtype dtype, const void* x,
   if (n <= 0 || layout.channels <= 0) return nullptr;
   return DispatchDtype(dtype, [&](auto* tag) -> const char* {
     using T = std::remove_pointer_t<decltype(tag)>;
-    BiasForwardKernel<Op, T>
-        <<<BlocksFor(n), kThreadsPerBlock, 0,
-           static_cast<cudaStream_t>(stream)>>>(
+    TF_OPS_LAUNCH(BlocksFor(n), kThreadsPerBlock, 0,
+                  static_cast<cudaStream_t>(stream), BiasForwardKernel<Op, T>)(
             op, static_cast<const T*>(x), static_cast<const T*>(bias),
             static_cast<T*>(y), layout.channels, layout.inner, n);
     return LastError();
@@ -365,18 +364,18 @@ const char* LaunchBiasGrad(const Op& op, Dtype dtype, const void* g,
     if (plan.tiles() > 0) {
       const int blocks = BlocksFor(plan.tiles(), 1);
       if (plan.inner == 1) {
-        BiasGradTilesNhwc<Op, T><<<blocks, kThreadsPerBlock, 0, s>>>(
+        TF_OPS_LAUNCH(blocks, kThreadsPerBlock, 0, s, BiasGradTilesNhwc<Op, T>)(
             op, static_cast<const T*>(g), static_cast<const T*>(x),
             static_cast<const T*>(bias), static_cast<T*>(dx), partials, plan);
       } else {
-        BiasGradTilesNchw<Op, T><<<blocks, kThreadsPerBlock, 0, s>>>(
+        TF_OPS_LAUNCH(blocks, kThreadsPerBlock, 0, s, BiasGradTilesNchw<Op, T>)(
             op, static_cast<const T*>(g), static_cast<const T*>(x),
             static_cast<const T*>(bias), static_cast<T*>(dx), partials, plan);
       }
       if (const char* err = LastError()) return err;
     }
-    BiasGradReduce<T>
-        <<<BlocksFor(plan.channels, 1), kThreadsPerBlock, 0, s>>>(
+    TF_OPS_LAUNCH(BlocksFor(plan.channels, 1), kThreadsPerBlock, 0, s,
+                  BiasGradReduce<T>)(
             partials, static_cast<T*>(db), plan.channels, plan.per_channel());
     return LastError();
   });
@@ -389,9 +388,8 @@ const char* LaunchGatedForward(const Op& op, Dtype dtype, const void* x,
   if (n_out <= 0 || half <= 0) return nullptr;
   return DispatchDtype(dtype, [&](auto* tag) -> const char* {
     using T = std::remove_pointer_t<decltype(tag)>;
-    GatedForwardKernel<Op, T>
-        <<<BlocksFor(n_out), kThreadsPerBlock, 0,
-           static_cast<cudaStream_t>(stream)>>>(
+    TF_OPS_LAUNCH(BlocksFor(n_out), kThreadsPerBlock, 0,
+                  static_cast<cudaStream_t>(stream), GatedForwardKernel<Op, T>)(
             op, static_cast<const T*>(x), static_cast<const T*>(bias),
             static_cast<T*>(y), half, n_out);
     return LastError();
@@ -411,16 +409,16 @@ const char* LaunchBiasGatedGrad(const Op& op, Dtype dtype, const void* g,
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
     Acc* partials = static_cast<Acc*>(scratch);
     if (plan.tiles() > 0) {
-      BiasGatedGradTiles<Op, T>
-          <<<BlocksFor(plan.tiles(), 1), kThreadsPerBlock, 0, s>>>(
+      TF_OPS_LAUNCH(BlocksFor(plan.tiles(), 1), kThreadsPerBlock, 0, s,
+                    BiasGatedGradTiles<Op, T>)(
               op, static_cast<const T*>(g), static_cast<const T*>(x),
               static_cast<const T*>(bias), static_cast<T*>(dx), partials,
               plan);
       if (const char* err = LastError()) return err;
     }
     // Feature c's sums are partials[k * 2 * half + c], k < row_chunks.
-    BiasGradReduce<T>
-        <<<BlocksFor(2 * half, 1), kThreadsPerBlock, 0, s>>>(
+    TF_OPS_LAUNCH(BlocksFor(2 * half, 1), kThreadsPerBlock, 0, s,
+                  BiasGradReduce<T>)(
             partials, static_cast<T*>(db), 2 * half, plan.row_chunks);
     return LastError();
   });
@@ -433,9 +431,8 @@ const char* LaunchGatedGrad(const Op& op, Dtype dtype, const void* g,
   if (n_out <= 0 || half <= 0) return nullptr;
   return DispatchDtype(dtype, [&](auto* tag) -> const char* {
     using T = std::remove_pointer_t<decltype(tag)>;
-    GatedGradKernel<Op, T>
-        <<<BlocksFor(n_out), kThreadsPerBlock, 0,
-           static_cast<cudaStream_t>(stream)>>>(
+    TF_OPS_LAUNCH(BlocksFor(n_out), kThreadsPerBlock, 0,
+                  static_cast<cudaStream_t>(stream), GatedGradKernel<Op, T>)(
             op, static_cast<const T*>(g), static_cast<const T*>(x),
             static_cast<T*>(dx), half, n_out);
     return LastError();
