@@ -198,8 +198,8 @@ def test_readme_driver_tables_are_the_loaders():
     assert _readme_table("CUDA toolkit that wrote the PTX") == {
         gpu.version_text(version): driver for version, driver in gpu.TOOLKIT_DRIVERS.items()
     }
-    # And the warning the README quotes is the one users get (wrapped there).
-    readme = (Path(ROOT) / "README.md").read_text(encoding="utf-8")
+    # And the warning docs/gpu.md quotes is the one users get (wrapped there).
+    readme = (Path(ROOT) / "docs" / "gpu.md").read_text(encoding="utf-8")
     quoted = readme.split("for example, on an H100 with a CUDA 12.4 driver:\n\n```\n", 1)[1].split(
         "```", 1
     )[0]
