@@ -15,7 +15,8 @@ It also prints both accuracies and writes a PNG of the training curves.
 
 Last, it ships the tf_ops model the way docs/deploy.md says: converted to TensorFlow
 Lite inside `tf_ops.portable()`, so the file holds TFLite's builtin ops only and runs
-without tf_ops; the TFLite interpreter's test accuracy is printed next to Keras's.
+without tf_ops; LiteRT's interpreter (TensorFlow's where LiteRT is absent) runs it,
+and its test accuracy is printed next to Keras's.
 
 Run with `make demo` (builds the library first), or after `make build`:
   .venv/bin/python examples/demo.py --epochs 20 --out build/demo.png
@@ -24,12 +25,14 @@ Run with `make demo` (builds the library first), or after `make build`:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -261,22 +264,56 @@ def report(runs: dict[str, Run]) -> Comparison:
     return result
 
 
+@contextlib.contextmanager
+def _quiet():
+    """Silences what the converter prints (the SavedModel it writes on the way, its MLIR
+    passes' log) at the file-descriptor level, where TensorFlow's C++ writes it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 1)
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def _interpreter(content: bytes):
+    """LiteRT's interpreter (ai-edge-litert, what replaces the deprecated
+    tf.lite.Interpreter), else TensorFlow's where LiteRT is not installed."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its deprecation notice
+            return tf.lite.Interpreter(model_content=content)
+    return Interpreter(model_content=content)
+
+
 def tflite_accuracy(model: keras.Model, x: np.ndarray, y: np.ndarray) -> tuple[float, float, int]:
     """Converts `model` to TFLite with builtin ops only, under `tf_ops.portable()` (no
     `TfOps>` op reaches the converter), runs the interpreter on `x` and returns its
     accuracy on `y`, the largest |logit difference| from the in-process model (its fused
     kernels) and the file's size in bytes."""
-    with tf_ops.portable():
+    with tf_ops.portable(), _quiet():
         converter = tf.lite.TFLiteConverter.from_keras_model(model)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # no flex, no custom
         content = converter.convert()
-    interpreter = tf.lite.Interpreter(model_content=content)
-    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
-    interpreter.resize_tensor_input(inp["index"], x.shape)
-    interpreter.allocate_tensors()
-    interpreter.set_tensor(inp["index"], x)
-    interpreter.invoke()
-    logits = interpreter.get_tensor(out["index"])
+    with _quiet():  # the runtime announces its XNNPACK delegate
+        interpreter = _interpreter(content)
+        (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+        interpreter.resize_tensor_input(inp["index"], x.shape)
+        interpreter.allocate_tensors()
+        interpreter.set_tensor(inp["index"], x)
+        interpreter.invoke()
+        logits = interpreter.get_tensor(out["index"])
     accuracy = float(np.mean(np.argmax(logits, axis=-1) == y))
     gap = float(np.max(np.abs(logits - model(x).numpy())))
     return accuracy, gap, len(content)

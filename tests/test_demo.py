@@ -55,6 +55,10 @@ def test_demo_runs_and_writes_the_plot(tmp_path):
     tflite_acc, fused_acc, gap = map(float, tflite.groups())
     assert gap < 1e-3 and abs(tflite_acc - fused_acc) <= 2 / 450, tflite.group(0)
     assert f"training curves: {out}" in text
+    # Nothing but the demo's own lines: no converter listing, no deprecation notice.
+    everything = result.stdout + result.stderr
+    for noise in ("Saved artifact at", "tf.lite.Interpreter is deprecated", "XNNPACK delegate"):
+        assert noise not in everything, everything
     data = out.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
 
