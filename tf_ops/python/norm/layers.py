@@ -26,6 +26,12 @@ from tf_ops.python.norm import functions as norm
 PACKAGE = "tf_ops"
 
 
+def _check_axis(axis, input_shape) -> None:
+    """A ValueError naming the shape for an axis out of range (Keras's layers raise an
+    IndexError from build)."""
+    norm.normalize_axes(axis, len(input_shape), tuple(input_shape))
+
+
 def _residual_spec(self, inputs, residual):
     spec = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
     if residual is None:
@@ -48,6 +54,10 @@ class LayerNormalization(keras.layers.LayerNormalization):
       >>> h.numpy()
       array([[2., 1., 1.]], dtype=float32)
     """
+
+    def build(self, input_shape):
+        _check_axis(self.axis, input_shape)
+        super().build(input_shape)
 
     def call(self, inputs, residual=None):
         if self.rms_scaling:
@@ -77,6 +87,10 @@ class RMSNormalization(keras.layers.RMSNormalization):
       >>> layer(np.array([[3.0, 4.0]], "float32")).numpy().round(4)
       array([[0.8485, 1.1314]], dtype=float32)
     """
+
+    def build(self, input_shape):
+        _check_axis(self.axis, input_shape)
+        super().build(input_shape)
 
     def call(self, x, residual=None):
         return norm.rms_norm(x, self.scale, axis=self.axis, epsilon=self.epsilon,
