@@ -99,6 +99,41 @@ void ForwardRows(const NormShape& shape, double epsilon, const void* x_raw,
   }
 }
 
+// The column pass of K rows at once (K = kGroup, or 1 for a tile's last
+// rows): dx for each row, and the rows' g * xhat and g added together before
+// they meet the tile's partial sums, which are then read and written once
+// per K rows. The grouping depends on the shape alone.
+constexpr int kGroup = 4;
+
+template <typename S, int K, bool kDh>
+inline void GradColumns(int64_t n, const typename S::Stored* const* dy,
+                        const typename S::Stored* const* x,
+                        const typename S::Stored* const* dh,
+                        typename S::Stored* const* dx,
+                        const Compute<S>* gamma, const Compute<S>* mean,
+                        const Compute<S>* rstd,
+                        const norm::GradRowConstants<Compute<S>>* c,
+                        typename S::Acc* acc_gamma, typename S::Acc* acc_beta) {
+  using C = Compute<S>;
+  using Acc = typename S::Acc;
+#pragma GCC ivdep
+  for (int64_t j = 0; j < n; ++j) {
+    const C gamma_j = gamma[j];
+    C sum_g_xhat = 0, sum_g = 0;
+    for (int k = 0; k < K; ++k) {
+      const C g = S::Load(dy[k][j]);
+      const C xhat = norm::Normalized(S::Load(x[k][j]), mean[k], rstd[k]);
+      sum_g_xhat += g * xhat;
+      sum_g += g;
+      C d = norm::NormInputGrad(g * gamma_j, xhat, rstd[k], c[k]);
+      if (kDh) d += S::Load(dh[k][j]);
+      dx[k][j] = S::Store(d);
+    }
+    acc_gamma[j] += static_cast<Acc>(sum_g_xhat);
+    acc_beta[j] += static_cast<Acc>(sum_g);
+  }
+}
+
 template <typename S>
 void GradTiles(const NormGradTiling& t, const void* dy_raw, const void* x_raw,
                const void* gamma_raw, const void* mean_raw,
@@ -120,45 +155,51 @@ void GradTiles(const NormGradTiling& t, const void* dy_raw, const void* x_raw,
     std::fill(acc_gamma, acc_gamma + 2 * n, Acc(0));
     const int64_t r0 = tile * t.row_block;
     const int64_t r1 = std::min(t.shape.rows, r0 + t.row_block);
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t at = row * n;
-      const Stored* dy = static_cast<const Stored*>(dy_raw) + at;
-      const Stored* x = static_cast<const Stored*>(x_raw) + at;
-      Stored* dx = static_cast<Stored*>(dx_raw) + at;
-      const C mean = centered && mean_in != nullptr ? mean_in[row] : C(0);
-      const C rstd = rstd_in[row];
-      const C sum_gg = centered ? LaneSum<C>(n, [&](int64_t j) {
-        return S::Load(dy[j]) * gamma[j];
-      }) : C(0);
-      const C sum_gg_xhat = LaneSum<C>(n, [&](int64_t j) {
-        return S::Load(dy[j]) * gamma[j] *
-               norm::Normalized(S::Load(x[j]), mean, rstd);
-      });
-      const norm::GradRowConstants<C> c =
-          norm::GradConstants(centered, sum_gg, sum_gg_xhat, count);
-      if (dh_raw != nullptr) {
-        const Stored* dh = static_cast<const Stored*>(dh_raw) + at;
-#pragma GCC ivdep
-        for (int64_t j = 0; j < n; ++j) {
-          const C g = S::Load(dy[j]);
-          const C xhat = norm::Normalized(S::Load(x[j]), mean, rstd);
-          acc_gamma[j] += static_cast<Acc>(g * xhat);
-          acc_beta[j] += static_cast<Acc>(g);
-          dx[j] = S::Store(
-              norm::NormInputGrad(g * gamma[j], xhat, rstd, c) +
-              S::Load(dh[j]));
-        }
-      } else {
-#pragma GCC ivdep
-        for (int64_t j = 0; j < n; ++j) {
-          const C g = S::Load(dy[j]);
-          const C xhat = norm::Normalized(S::Load(x[j]), mean, rstd);
-          acc_gamma[j] += static_cast<Acc>(g * xhat);
-          acc_beta[j] += static_cast<Acc>(g);
-          dx[j] = S::Store(
-              norm::NormInputGrad(g * gamma[j], xhat, rstd, c));
-        }
+    for (int64_t row = r0; row < r1;) {
+      const int rows_here = r1 - row >= kGroup ? kGroup : 1;
+      const Stored* dy[kGroup];
+      const Stored* x[kGroup];
+      const Stored* dh[kGroup];
+      Stored* dx[kGroup];
+      C mean[kGroup], rstd[kGroup];
+      norm::GradRowConstants<C> c[kGroup];
+      for (int k = 0; k < rows_here; ++k) {
+        const int64_t at = (row + k) * n;
+        dy[k] = static_cast<const Stored*>(dy_raw) + at;
+        x[k] = static_cast<const Stored*>(x_raw) + at;
+        dh[k] = dh_raw == nullptr ? nullptr
+                                  : static_cast<const Stored*>(dh_raw) + at;
+        dx[k] = static_cast<Stored*>(dx_raw) + at;
+        mean[k] = centered && mean_in != nullptr ? mean_in[row + k] : C(0);
+        rstd[k] = rstd_in[row + k];
+        const Stored* dyk = dy[k];
+        const Stored* xk = x[k];
+        const C m = mean[k], rs = rstd[k];
+        const C sum_gg = centered ? LaneSum<C>(n, [&](int64_t j) {
+          return S::Load(dyk[j]) * gamma[j];
+        }) : C(0);
+        const C sum_gg_xhat = LaneSum<C>(n, [&](int64_t j) {
+          return S::Load(dyk[j]) * gamma[j] *
+                 norm::Normalized(S::Load(xk[j]), m, rs);
+        });
+        c[k] = norm::GradConstants(centered, sum_gg, sum_gg_xhat, count);
       }
+      if (rows_here == kGroup) {
+        if (dh_raw != nullptr) {
+          GradColumns<S, kGroup, true>(n, dy, x, dh, dx, gamma, mean, rstd, c,
+                                       acc_gamma, acc_beta);
+        } else {
+          GradColumns<S, kGroup, false>(n, dy, x, dh, dx, gamma, mean, rstd, c,
+                                        acc_gamma, acc_beta);
+        }
+      } else if (dh_raw != nullptr) {
+        GradColumns<S, 1, true>(n, dy, x, dh, dx, gamma, mean, rstd, c,
+                                acc_gamma, acc_beta);
+      } else {
+        GradColumns<S, 1, false>(n, dy, x, dh, dx, gamma, mean, rstd, c,
+                                 acc_gamma, acc_beta);
+      }
+      row += rows_here;
     }
   }
 }

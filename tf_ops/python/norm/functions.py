@@ -275,5 +275,57 @@ def rms_norm(x: TensorLike, scale: TensorLike | None = None, axis: int | Sequenc
     return normalize(x, scale, None, axis, epsilon, residual, False, name)
 
 
-FUNCTIONS = {"layer_norm": layer_norm, "rms_norm": rms_norm}
+def _grad(centered: bool, dy, x, gamma, stats, epsilon, dh, name):
+    x = tf.convert_to_tensor(x)
+    u = stat_dtype(x.dtype)
+    args = [tf.convert_to_tensor(dy, x.dtype)]
+    if dh is not None:
+        args.append(tf.convert_to_tensor(dh, x.dtype))
+    args += [x, tf.convert_to_tensor(gamma, u)] + [tf.convert_to_tensor(s, u) for s in stats]
+    return tuple(op_fn(op_name(centered, dh is not None, True))(*args, epsilon=epsilon, name=name))
+
+
+def layer_norm_grad(dy: TensorLike, x: TensorLike, gamma: TensorLike, mean: TensorLike,
+                    rstd: TensorLike, epsilon: float = 1e-3, dh: TensorLike | None = None,
+                    name: str | None = None):
+    """The backward of the last-axis layer norm from its saved statistics, in one pass
+    (``TfOps>LayerNormGrad``; with `dh`, h's own incoming gradient, ``TfOps>AddLayerNormGrad``,
+    whose x is then h and whose dx is also the residual's). What `layer_norm`'s gradient
+    runs; dgamma and dbeta are summed in fixed tiles (bit-identical whatever the threads).
+
+    Returns:
+      ``(dx, dgamma, dbeta)``; gamma, the statistics and dgamma/dbeta are float32
+      (float64 for float64 x).
+
+    Example:
+      >>> x = tf.constant([[1.0, 2.0, 3.0]])
+      >>> dx, dg, db = tf_ops.layer_norm_grad(tf.ones([1, 3]), x, tf.ones([3]),
+      ...                                     tf.constant([2.0]), tf.constant([1.2238]))
+      >>> db.numpy()
+      array([1., 1., 1.], dtype=float32)
+    """
+    return _grad(True, dy, x, gamma, (mean, rstd), epsilon, dh, name)
+
+
+def rms_norm_grad(dy: TensorLike, x: TensorLike, gamma: TensorLike, rstd: TensorLike,
+                  epsilon: float = 1e-6, dh: TensorLike | None = None,
+                  name: str | None = None):
+    """The backward of the last-axis RMS norm from its saved rstd, in one pass
+    (``TfOps>RmsNormGrad``; with `dh`, ``TfOps>AddRmsNormGrad``). What `rms_norm`'s
+    gradient runs.
+
+    Returns:
+      ``(dx, dgamma)``.
+
+    Example:
+      >>> dx, dg = tf_ops.rms_norm_grad(tf.ones([1, 2]), tf.constant([[3.0, 4.0]]),
+      ...                               tf.ones([2]), tf.constant([0.2828427]))
+      >>> dg.numpy().round(4)
+      array([0.8485, 1.1314], dtype=float32)
+    """
+    return _grad(False, dy, x, gamma, (rstd,), epsilon, dh, name)
+
+
+FUNCTIONS = {"layer_norm": layer_norm, "rms_norm": rms_norm,
+             "layer_norm_grad": layer_norm_grad, "rms_norm_grad": rms_norm_grad}
 __all__ = sorted(FUNCTIONS)
