@@ -117,7 +117,11 @@ def test_every_forward_op_has_a_benchmark_case():
     fused_benched = {f"{family}_{snake_case(entry.op)}" for _, entry, _ in fused_bench._cases()
                      for family in fused_bench.FAMILIES}
     assert fused_ops and fused_ops <= fused_benched, f"no fused benchmark for {fused_ops - fused_benched}"
-    plain_ops = forward_ops - fused_ops
+    from tf_ops.bench import norm as norm_bench  # the norm family's ops: tf_ops.bench.norm
+
+    norm_ops = {n for n in forward_ops if n.endswith(("layer_norm", "rms_norm"))}
+    assert norm_ops <= norm_bench.BENCHED_OPS, f"no norm benchmark for {norm_ops - norm_bench.BENCHED_OPS}"
+    plain_ops = forward_ops - fused_ops - norm_ops
     assert plain_ops <= set(CASES), f"no benchmark case for {plain_ops - set(CASES)}"
 
 

@@ -23,6 +23,8 @@ Example:
 from tf_ops import layers  # Keras layers; registers the activations with Keras
 from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
 from tf_ops.python.fused import gradients as _fused_gradients  # noqa: F401  and the fused ops'
+from tf_ops.python.norm import gradients as _norm_gradients  # noqa: F401  and the norms'
+from tf_ops.python.norm.functions import FUNCTIONS as _NORM_FUNCTIONS
 from tf_ops.python.activation.functions import FUNCTIONS as _FUNCTIONS
 from tf_ops.python.fused.functions import FUNCTIONS as _FUSED_FUNCTIONS
 from tf_ops.python.core.cpu_info import active_cpu_isa
@@ -32,11 +34,13 @@ from tf_ops.python.core.portable import is_portable, portable
 
 globals().update(_FUNCTIONS)
 globals().update(_FUSED_FUNCTIONS)
+globals().update(_NORM_FUNCTIONS)  # layer_norm, rms_norm
 
 __all__ = sorted(
     [
         *_FUNCTIONS,
         *_FUSED_FUNCTIONS,
+        *_NORM_FUNCTIONS,
         "BuildInfo",
         "GpuFallbackWarning",
         "GpuStatus",

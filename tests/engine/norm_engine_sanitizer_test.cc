@@ -1,0 +1,288 @@
+// Memory-safety and value test of the normalisation ops' CPU engine
+// (norm_cpu.h), TF-free, built with AddressSanitizer and
+// UndefinedBehaviorSanitizer like the other engine tests (`make engine-test`
+// builds and runs it).
+//
+// For layer norm and RMS norm, without and with the residual, in half,
+// bfloat16, float and double, rows of 1 to 16384 elements (odd lengths and
+// the vector widths' edges), on heap buffers of exactly the size each call
+// may touch (ASan reports any access past either end):
+//   - the forward in odd row shards, against a double reference computed
+//     from the stored inputs (h rounded as the engine rounds it);
+//   - the backward's tiles in three different splits (all at once, one by
+//     one, in reverse order: as different thread counts would run them):
+//     dgamma and dbeta bit-identical each time, and dx, dgamma, dbeta against
+//     the double reference;
+//   - a constant row gives y = beta (no NaN).
+//
+// Exit status: 0 when every check passes, 1 otherwise.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "tf_ops/cc/core/narrow_float.h"
+#include "tf_ops/cc/norm/norm_cpu.h"
+
+namespace tf_ops {
+namespace {
+
+int failures = 0;
+int checks = 0;
+
+void Expect(bool ok, const char* what, const char* ctx, double got,
+            double want, int64_t at) {
+  ++checks;
+  if (ok) return;
+  if (++failures <= 30) {
+    std::printf("FAIL %s %s at %lld: got %.17g, want %.17g\n", ctx, what,
+                static_cast<long long>(at), got, want);
+  }
+}
+
+// Storage of each dtype as raw elements, with conversions to and from double.
+struct Store {
+  Dtype dtype;
+  const char* name;
+  size_t size;
+  double eps;  // a tolerance unit: a few roundings of the dtype
+
+  void Put(void* p, int64_t i, double v) const {
+    switch (dtype) {
+      case Dtype::kHalf:
+        static_cast<uint16_t*>(p)[i] =
+            narrow_float::FloatToHalf(static_cast<float>(v));
+        break;
+      case Dtype::kBFloat16:
+        static_cast<uint16_t*>(p)[i] =
+            narrow_float::FloatToBFloat16(static_cast<float>(v));
+        break;
+      case Dtype::kFloat:
+        static_cast<float*>(p)[i] = static_cast<float>(v);
+        break;
+      case Dtype::kDouble:
+        static_cast<double*>(p)[i] = v;
+        break;
+    }
+  }
+  double Get(const void* p, int64_t i) const {
+    switch (dtype) {
+      case Dtype::kHalf:
+        return narrow_float::HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+      case Dtype::kBFloat16:
+        return narrow_float::BFloat16ToFloat(
+            static_cast<const uint16_t*>(p)[i]);
+      case Dtype::kFloat:
+        return static_cast<const float*>(p)[i];
+      case Dtype::kDouble:
+        return static_cast<const double*>(p)[i];
+    }
+    return 0.0;
+  }
+  // The compute type's (statistics, parameters) element size and access.
+  bool wide() const { return dtype == Dtype::kDouble; }
+  size_t stat_size() const { return wide() ? 8 : 4; }
+  void PutStat(void* p, int64_t i, double v) const {
+    if (wide()) {
+      static_cast<double*>(p)[i] = v;
+    } else {
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+    }
+  }
+  double GetStat(const void* p, int64_t i) const {
+    return wide() ? static_cast<const double*>(p)[i]
+                  : static_cast<const float*>(p)[i];
+  }
+};
+
+const Store kStores[] = {
+    {Dtype::kHalf, "half", 2, 1e-3},
+    {Dtype::kBFloat16, "bfloat16", 2, 8e-3},
+    {Dtype::kFloat, "float", 4, 2e-6},
+    {Dtype::kDouble, "double", 8, 1e-13},
+};
+
+// A heap buffer of exactly `bytes` (none when 0: a null pointer).
+std::unique_ptr<char[]> Buffer(size_t bytes) {
+  return bytes == 0 ? nullptr : std::unique_ptr<char[]>(new char[bytes]);
+}
+
+bool Close(double got, double want, double tol) {
+  return std::fabs(got - want) <= tol;
+}
+
+void TestCase(const Store& s, int64_t rows, int64_t cols, bool centered,
+              bool residual, bool constant_rows, std::mt19937* rng) {
+  char ctx[160];
+  std::snprintf(ctx, sizeof(ctx), "%s %s%s rows=%lld cols=%lld%s", s.name,
+                residual ? "Add" : "", centered ? "LayerNorm" : "RmsNorm",
+                static_cast<long long>(rows), static_cast<long long>(cols),
+                constant_rows ? " constant" : "");
+  const int64_t n = rows * cols;
+  std::uniform_real_distribution<double> dist(-3.0, 2.0);
+  auto x = Buffer(n * s.size), r = Buffer(residual ? n * s.size : 0),
+       h = Buffer(residual ? n * s.size : 0), y = Buffer(n * s.size),
+       dy = Buffer(n * s.size), dh = Buffer(residual ? n * s.size : 0),
+       dx = Buffer(n * s.size);
+  auto gamma = Buffer(cols * s.stat_size()),
+       beta = Buffer(centered ? cols * s.stat_size() : 0),
+       mean = Buffer(centered ? rows * s.stat_size() : 0),
+       rstd = Buffer(rows * s.stat_size());
+  for (int64_t i = 0; i < n; ++i) {
+    const double row_value = 0.5 + static_cast<double>(i / cols % 7);
+    s.Put(x.get(), i, constant_rows ? row_value : dist(*rng) + 1.5);
+    if (residual) s.Put(r.get(), i, constant_rows ? 0.0 : dist(*rng));
+    s.Put(dy.get(), i, dist(*rng));
+    if (residual) s.Put(dh.get(), i, dist(*rng));
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    s.PutStat(gamma.get(), j, 0.5 + 0.01 * static_cast<double>(j % 50));
+    if (centered) s.PutStat(beta.get(), j, 0.1 * static_cast<double>(j % 9) - 0.3);
+  }
+  const double eps = 1e-5;
+  const NormShape shape{rows, cols, centered};
+  // Forward in two odd shards.
+  const int64_t split = rows / 3;
+  for (const auto& [b, e] : {std::pair<int64_t, int64_t>{0, split},
+                             std::pair<int64_t, int64_t>{split, rows}}) {
+    CpuNormForward(s.dtype, shape, eps, x.get(), r.get(), gamma.get(),
+                   beta.get(), h.get(), y.get(), mean.get(), rstd.get(), b, e);
+  }
+  // Reference, in double, from the stored (rounded) inputs.
+  std::vector<double> want_dx(n), want_dg(cols, 0.0), want_db(cols, 0.0);
+  const void* xin = residual ? h.get() : x.get();
+  for (int64_t row = 0; row < rows; ++row) {
+    std::vector<double> v(cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t i = row * cols + j;
+      if (residual) {
+        // h must be the stored sum, rounded once.
+        double sum = s.Get(x.get(), i) + s.Get(r.get(), i);
+        char tmp[8];
+        s.Put(tmp, 0, sum);
+        Expect(s.Get(h.get(), i) == s.Get(tmp, 0), "h", ctx, s.Get(h.get(), i),
+               s.Get(tmp, 0), i);
+      }
+      v[j] = s.Get(xin, i);
+    }
+    double mu = 0.0;
+    if (centered) {
+      for (double e : v) mu += e;
+      mu /= static_cast<double>(cols);
+    }
+    double var = 0.0;
+    for (double e : v) var += (e - mu) * (e - mu);
+    var /= static_cast<double>(cols);
+    const double rs = 1.0 / std::sqrt(var + eps);
+    if (centered) {
+      Expect(Close(s.GetStat(mean.get(), row), mu, s.eps * (std::fabs(mu) + 1)),
+             "mean", ctx, s.GetStat(mean.get(), row), mu, row);
+    }
+    Expect(Close(s.GetStat(rstd.get(), row), rs, 4 * s.eps * rs + 1e-300),
+           "rstd", ctx, s.GetStat(rstd.get(), row), rs, row);
+    double s_gg = 0.0, s_ggx = 0.0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t i = row * cols + j;
+      const double xhat = (v[j] - mu) * rs;
+      const double g = s.GetStat(gamma.get(), j);
+      const double want = xhat * g + (centered ? s.GetStat(beta.get(), j) : 0.0);
+      const double got = s.Get(y.get(), i);
+      Expect(std::isfinite(got) &&
+                 Close(got, want, 8 * s.eps * (std::fabs(want) + 1.0)),
+             "y", ctx, got, want, i);
+      const double gg = s.Get(dy.get(), i) * g;
+      s_gg += gg;
+      s_ggx += gg * xhat;
+    }
+    const double c_mean = centered ? s_gg / static_cast<double>(cols) : 0.0;
+    const double c_proj = s_ggx / static_cast<double>(cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t i = row * cols + j;
+      const double xhat = (v[j] - mu) * rs;
+      const double gv = s.Get(dy.get(), i);
+      const double gg = gv * s.GetStat(gamma.get(), j);
+      want_dx[i] = rs * (gg - c_mean - xhat * c_proj) +
+                   (residual ? s.Get(dh.get(), i) : 0.0);
+      want_dg[j] += gv * xhat;
+      want_db[j] += gv;
+    }
+  }
+  // Backward, tiles in three splits: dgamma and dbeta the same bits.
+  const NormGradTiling t = MakeNormGradTiling(shape);
+  std::vector<std::vector<char>> first_dg;
+  for (int order = 0; order < 3; ++order) {
+    auto partials = Buffer(t.partials() * sizeof(double));
+    auto dg = Buffer(cols * s.stat_size());
+    auto db = Buffer(centered ? cols * s.stat_size() : 0);
+    if (order == 0) {
+      CpuNormGradTiles(s.dtype, t, dy.get(), xin, gamma.get(), mean.get(),
+                       rstd.get(), dh.get(), dx.get(), partials.get(), 0,
+                       t.tiles());
+    } else {
+      for (int64_t k = 0; k < t.tiles(); ++k) {
+        const int64_t tile = order == 1 ? k : t.tiles() - 1 - k;
+        CpuNormGradTiles(s.dtype, t, dy.get(), xin, gamma.get(), mean.get(),
+                         rstd.get(), dh.get(), dx.get(), partials.get(), tile,
+                         tile + 1);
+      }
+    }
+    const int64_t half_cols = cols / 2;
+    CpuNormGradReduce(s.dtype, t, partials.get(), dg.get(), db.get(), 0,
+                      half_cols);
+    CpuNormGradReduce(s.dtype, t, partials.get(), dg.get(), db.get(),
+                      half_cols, cols);
+    std::vector<char> bits(dg.get(), dg.get() + cols * s.stat_size());
+    if (centered) bits.insert(bits.end(), db.get(), db.get() + cols * s.stat_size());
+    if (order == 0) {
+      first_dg.push_back(bits);
+      for (int64_t i = 0; i < n; ++i) {
+        const double got = s.Get(dx.get(), i);
+        Expect(std::isfinite(got) &&
+                   Close(got, want_dx[i],
+                         16 * s.eps * (std::fabs(want_dx[i]) + 1.0 + 0.0)),
+               "dx", ctx, got, want_dx[i], i);
+      }
+      for (int64_t j = 0; j < cols; ++j) {
+        const double scale = std::sqrt(static_cast<double>(rows)) + 1.0;
+        Expect(Close(s.GetStat(dg.get(), j), want_dg[j],
+                     16 * s.eps * scale * (1 + std::fabs(want_dg[j]))),
+               "dgamma", ctx, s.GetStat(dg.get(), j), want_dg[j], j);
+        if (centered) {
+          Expect(Close(s.GetStat(db.get(), j), want_db[j],
+                       16 * s.eps * scale * (1 + std::fabs(want_db[j]))),
+                 "dbeta", ctx, s.GetStat(db.get(), j), want_db[j], j);
+        }
+      }
+    } else {
+      Expect(bits == first_dg[0], "dgamma/dbeta bits", ctx, order, 0, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tf_ops
+
+int main() {
+  using namespace tf_ops;
+  std::mt19937 rng(24);
+  const int64_t shapes[][2] = {{1, 1},   {3, 7},    {5, 64},  {4, 65},
+                               {33, 31}, {2, 1000}, {3, 1031}, {1, 16384},
+                               {70, 17}, {2, 4099}, {0, 8}};
+  for (const Store& s : kStores) {
+    for (const auto& shape : shapes) {
+      for (int kind = 0; kind < 4; ++kind) {
+        TestCase(s, shape[0], shape[1], kind & 1, kind & 2, false, &rng);
+      }
+    }
+    TestCase(s, 5, 300, true, false, true, &rng);  // constant rows: y = beta
+    TestCase(s, 3, 64, true, true, true, &rng);
+  }
+  std::printf("SUMMARY checks family=norm-engine passed=%d failed=%d\n",
+              checks - failures, failures);
+  return failures == 0 ? 0 : 1;
+}

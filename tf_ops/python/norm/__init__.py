@@ -1,0 +1,1 @@
+"""Layer normalisation and RMS normalisation: functions, gradients, Keras layers."""
