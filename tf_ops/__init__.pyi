@@ -20,10 +20,14 @@ from tf_ops.python.core.library import build_info as build_info
 from tf_ops.python.fused.functions import gated as gated
 from tf_ops.python.core.library import gpu_status as gpu_status
 from tf_ops.python.core.portable import is_portable as is_portable
+from tf_ops.python.norm.functions import layer_norm as layer_norm
+from tf_ops.python.norm.functions import layer_norm_grad as layer_norm_grad
 from tf_ops import layers as layers
 from tf_ops.python.core.library import library_path as library_path
 from tf_ops.python.core.library import load_library as load_library
 from tf_ops.python.core.portable import portable as portable
+from tf_ops.python.norm.functions import rms_norm as rms_norm
+from tf_ops.python.norm.functions import rms_norm_grad as rms_norm_grad
 
 __all__ = [
     'BuildInfo',
@@ -72,6 +76,8 @@ __all__ = [
     'hard_swish_grad',
     'hard_swish_grad_grad',
     'is_portable',
+    'layer_norm',
+    'layer_norm_grad',
     'layers',
     'leaky_relu',
     'leaky_relu_grad',
@@ -83,6 +89,8 @@ __all__ = [
     'mish_grad_grad',
     'portable',
     'reglu',
+    'rms_norm',
+    'rms_norm_grad',
     'sigmoid',
     'sigmoid_grad',
     'sigmoid_grad_grad',

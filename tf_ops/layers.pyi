@@ -15,6 +15,8 @@ from tf_ops.python.activation.layers import FusedActivation
 
 from tf_ops.python.fused.dense import Dense as Dense
 from tf_ops.python.fused.dense import GatedDense as GatedDense
+from tf_ops.python.norm.layers import LayerNormalization as LayerNormalization
+from tf_ops.python.norm.layers import RMSNormalization as RMSNormalization
 
 __all__ = [
     'CELU',
@@ -23,8 +25,10 @@ __all__ = [
     'GELU',
     'GatedDense',
     'HardSwish',
+    'LayerNormalization',
     'LeakyReLU',
     'Mish',
+    'RMSNormalization',
     'Sigmoid',
     'Swish',
 ]
