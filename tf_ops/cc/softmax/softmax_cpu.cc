@@ -230,13 +230,4 @@ void CpuSparseCrossEntropy(Dtype dtype, const void* logits, const void* labels,
   });
 }
 
-int64_t FirstBadLabel(const void* labels, bool labels64, int64_t rows,
-                      int64_t cols, int64_t ignore_index) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = LabelOf(labels, labels64, r);
-    if (t != ignore_index && (t < 0 || t >= cols)) return r;
-  }
-  return -1;
-}
-
 }  // namespace tf_ops

@@ -80,9 +80,16 @@ void CpuSparseCrossEntropy(Dtype dtype, const void* logits, const void* labels,
                            int64_t begin, int64_t end);
 
 // The first row in [0, rows) whose label is neither in [0, cols) nor
-// ignore_index, or -1.
-int64_t FirstBadLabel(const void* labels, bool labels64, int64_t rows,
-                      int64_t cols, int64_t ignore_index);
+// ignore_index, or -1. Inline: the GPU kernels check host labels with it.
+inline int64_t FirstBadLabel(const void* labels, bool labels64, int64_t rows,
+                             int64_t cols, int64_t ignore_index) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = labels64 ? static_cast<const int64_t*>(labels)[r]
+                               : static_cast<const int32_t*>(labels)[r];
+    if (t != ignore_index && (t < 0 || t >= cols)) return r;
+  }
+  return -1;
+}
 
 }  // namespace tf_ops
 
