@@ -25,7 +25,7 @@ import tensorflow as tf
 import functools
 
 from tf_ops.python.core import op_info
-from tf_ops.python.core.composite import use_composite, xla_lowered
+from tf_ops.python.core.composite import kernel_attrs, use_composite, xla_lowered
 from tf_ops.python.core.library import load_library
 
 TensorLike = tf.types.experimental.TensorLike
@@ -133,7 +133,7 @@ def composite_cross_entropy(logits: tf.Tensor, labels: tf.Tensor, label_smoothin
     if label_smoothing > 0:
         loss -= (label_smoothing / c) * tf.reduce_sum(x, axis=-1)
     p = tf.nn.softmax(x)
-    target = (1.0 - label_smoothing) * tf.one_hot(safe, classes, dtype=x.dtype) + (
+    target = (1.0 - label_smoothing) * tf.one_hot(safe, tf.cast(classes, tf.int32), dtype=x.dtype) + (
         label_smoothing / c)
     dx = p * (1.0 + 2.0 * z_loss * lse)[:, None] - target
     loss = tf.where(ignored, tf.zeros_like(loss), loss)
@@ -164,7 +164,7 @@ def softmax(logits: TensorLike, axis: int = -1, mask: Optional[TensorLike] = Non
     """
     with tf.name_scope(name or "softmax"):
         x = _float(logits)
-        scale = float(scale)
+        scale = kernel_attrs({"scale": float(scale)})["scale"]
         masked = mask is not None or causal or scale != 1.0
         m = None
         if mask is not None:
@@ -281,8 +281,9 @@ def sparse_softmax_cross_entropy(logits: TensorLike, labels: TensorLike,
         t = tf.convert_to_tensor(labels)
         if t.dtype not in (tf.int32, tf.int64):
             t = tf.cast(t, tf.int64)
-        attrs = {"label_smoothing": float(label_smoothing), "ignore_index": int(ignore_index),
-                 "z_loss": float(z_loss)}
+        # float32 values, as the op stores them (the composite uses the same).
+        attrs = kernel_attrs({"label_smoothing": float(label_smoothing),
+                              "ignore_index": int(ignore_index), "z_loss": float(z_loss)})
         if _composite("SparseSoftmaxCrossEntropy"):
             check("SparseSoftmaxCrossEntropy", (x, t), attrs)
             return composite_cross_entropy(x, t, attrs["label_smoothing"], attrs["ignore_index"],
