@@ -49,7 +49,7 @@ def test_public_module():
     for name in LAYERS:
         assert issubclass(getattr(tf_ops.layers, name), keras.layers.Layer)
     # The activation layers, and the fused Dense layers (tests/test_fused_layers.py).
-    assert sorted(tf_ops.layers.__all__) == sorted([*LAYERS, "Dense", "GatedDense"])
+    assert sorted(tf_ops.layers.__all__) == sorted([*LAYERS, "Dense", "GatedDense", "Softmax"])
 
 
 def test_defaults():
