@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "tf_ops/cc/core/cpu_storage.h"
 #include "tf_ops/cc/softmax/softmax_math.h"
@@ -60,21 +61,39 @@ C RowSum(int64_t cols, const Term& term) {
 template <typename S>
 using Compute = ComputeType<typename S::Stored>;
 
-// One row of softmax (or log_softmax) of value(j); write(j, y) stores.
-template <typename C, typename Value, typename Write>
-void SoftmaxRow(int64_t cols, bool log, const Value& value,
+// A row's values in the compute type, reused across the passes so that each
+// exponential is computed once and every pass is a plain loop that vectorises.
+template <typename C>
+C* RowBuffer(int64_t cols) {
+  thread_local std::vector<C> buffer;
+  if (static_cast<int64_t>(buffer.size()) < cols) buffer.resize(cols);
+  return buffer.data();
+}
+
+// One row of softmax (or log_softmax) of the values v[0, cols) (masked ones
+// -inf); v is overwritten. write(j, y) stores. Returns false, writing
+// nothing, when the row's max is -inf and zeros_if_empty holds.
+template <typename C, typename Write>
+bool SoftmaxRow(C* v, int64_t cols, bool log, bool zeros_if_empty,
                 const Write& write) {
-  const C m = RowMax<C>(cols, value);
-  const C s = RowSum<C>(cols, [&](int64_t j) { return Exp(value(j) - m); });
+  const C m = RowMax<C>(cols, [&](int64_t j) { return v[j]; });
+  if (zeros_if_empty && m == NegInf<C>()) return false;
+  const C s = RowSum<C>(cols, [&](int64_t j) {
+    const C e = Exp(v[j] - m);
+    if (!log) v[j] = e;
+    return e;
+  });
   if (log) {
     const C lse = m + softmax::Log(s);
-    for (int64_t j = 0; j < cols; ++j) write(j, value(j) - lse);
+    for (int64_t j = 0; j < cols; ++j) write(j, v[j] - lse);
   } else {
     const C inv = C(1) / s;
+    // Masked rows: a masked position (e = 0) stays 0 even in a NaN row.
     for (int64_t j = 0; j < cols; ++j) {
-      write(j, softmax::Probability(value(j), m, inv));
+      write(j, zeros_if_empty && v[j] == C(0) ? C(0) : v[j] * inv);
     }
   }
+  return true;
 }
 
 template <typename S>
@@ -82,12 +101,13 @@ void Softmax(const void* xv, void* yv, int64_t cols, bool log, int64_t begin,
              int64_t end) {
   using C = Compute<S>;
   using T = typename S::Stored;
+  C* v = RowBuffer<C>(cols);
   for (int64_t r = begin; r < end; ++r) {
     const T* x = static_cast<const T*>(xv) + r * cols;
     T* y = static_cast<T*>(yv) + r * cols;
-    SoftmaxRow<C>(
-        cols, log, [&](int64_t j) { return static_cast<C>(S::Load(x[j])); },
-        [&](int64_t j, C v) { y[j] = S::Store(v); });
+    for (int64_t j = 0; j < cols; ++j) v[j] = static_cast<C>(S::Load(x[j]));
+    SoftmaxRow<C>(v, cols, log, false,
+                  [&](int64_t j, C value) { y[j] = S::Store(value); });
   }
 }
 
@@ -124,31 +144,31 @@ void MaskedSoftmax(const void* xv, const MaskLayout& mask, float scale,
   using C = Compute<S>;
   using T = typename S::Stored;
   const C sc = static_cast<C>(scale);
+  C* v = RowBuffer<C>(cols);
   for (int64_t r = begin; r < end; ++r) {
     const T* x = static_cast<const T*>(xv) + r * cols;
     T* y = static_cast<T*>(yv) + r * cols;
     const bool* m = mask.mask == nullptr ? nullptr
                                          : mask.mask + MaskRowOffset(mask, r);
-    // Kept columns: mask (if any) and k <= q (if causal).
+    // Kept columns: mask (if any) and k <= q (if causal); masked ones -inf.
     const int64_t last = mask.causal ? CausalQuery(mask, r) : cols - 1;
-    const auto kept = [&](int64_t j) {
-      return j <= last && (m == nullptr || m[j * mask.col_stride]);
-    };
-    const auto value = [&](int64_t j) {
-      return kept(j) ? sc * C(S::Load(x[j])) : NegInf<C>();
-    };
-    const C mx = RowMax<C>(cols, value);
-    bool any_masked = false;
-    for (int64_t j = 0; j < cols && !any_masked; ++j) any_masked = !kept(j);
-    if (mx == NegInf<C>() && any_masked) {
-      // Nothing kept (or only -inf): Keras's Softmax gives zeros.
-      for (int64_t j = 0; j < cols; ++j) y[j] = S::Store(C(0));
-      continue;
+    const int64_t kept_end = last + 1 < cols ? last + 1 : cols;
+    bool any_masked = kept_end < cols;
+    for (int64_t j = 0; j < kept_end; ++j) v[j] = sc * C(S::Load(x[j]));
+    for (int64_t j = kept_end; j < cols; ++j) v[j] = NegInf<C>();
+    if (m != nullptr) {
+      const int64_t cs = mask.col_stride;
+      for (int64_t j = 0; j < kept_end; ++j) {
+        const bool keep = m[j * cs];
+        any_masked |= !keep;
+        v[j] = keep ? v[j] : NegInf<C>();
+      }
     }
-    const C s = RowSum<C>(cols, [&](int64_t j) { return Exp(value(j) - mx); });
-    const C inv = C(1) / s;
-    for (int64_t j = 0; j < cols; ++j) {
-      y[j] = S::Store(kept(j) ? softmax::Probability(value(j), mx, inv) : C(0));
+    // Nothing kept (or only -inf): Keras's Softmax gives zeros.
+    const bool done = SoftmaxRow<C>(v, cols, false, any_masked,
+                                    [&](int64_t j, C p) { y[j] = S::Store(p); });
+    if (!done) {
+      for (int64_t j = 0; j < cols; ++j) y[j] = S::Store(C(0));
     }
   }
 }
