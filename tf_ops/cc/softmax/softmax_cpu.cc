@@ -197,21 +197,29 @@ void SparseCrossEntropy(const void* xv, const void* labels, bool labels64,
       for (int64_t j = 0; j < cols; ++j) dx[j] = S::Store(fill);
       continue;
     }
-    const auto value = [&](int64_t j) { return C(S::Load(x[j])); };
-    const C mx = RowMax<C>(cols, value);
-    const C s = RowSum<C>(cols, [&](int64_t j) { return Exp(value(j) - mx); });
+    // The row widened once; e^(x - max) then replaces it (one exponential
+    // per element), and the label's column is corrected after the loop.
+    C* v = RowBuffer<C>(cols);
+    for (int64_t j = 0; j < cols; ++j) v[j] = C(S::Load(x[j]));
+    const C x_label = v[t];
     const C x_sum =
-        eps > C(0) ? RowSum<C>(cols, [&](int64_t j) { return value(j); })
-                   : C(0);
+        eps > C(0) ? RowSum<C>(cols, [&](int64_t j) { return v[j]; }) : C(0);
+    const C mx = RowMax<C>(cols, [&](int64_t j) { return v[j]; });
+    const C s = RowSum<C>(cols, [&](int64_t j) {
+      const C e = Exp(v[j] - mx);
+      v[j] = e;
+      return e;
+    });
     const C lse = mx + softmax::Log(s);
     *loss = S::Store(
-        softmax::CrossEntropyLoss<C>(lse, value(t), x_sum, eps, classes, z));
+        softmax::CrossEntropyLoss<C>(lse, x_label, x_sum, eps, classes, z));
     const C inv = C(1) / s;
     for (int64_t j = 0; j < cols; ++j) {
-      dx[j] = S::Store(softmax::CrossEntropyGrad<C>(
-          softmax::Probability(value(j), mx, inv), j == t, lse, eps, classes,
-          z));
+      dx[j] = S::Store(softmax::CrossEntropyGrad<C>(v[j] * inv, false, lse, eps,
+                                                    classes, z));
     }
+    dx[t] = S::Store(softmax::CrossEntropyGrad<C>(v[t] * inv, true, lse, eps,
+                                                  classes, z));
   }
 }
 
