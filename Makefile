@@ -83,6 +83,7 @@ engine-test: venv
 	$(ENGINE_TEST_DIR)/engine_sanitizer_test
 	$(ENGINE_TEST_DIR)/fused_engine_sanitizer_test
 	$(ENGINE_TEST_DIR)/norm_engine_sanitizer_test
+	$(ENGINE_TEST_DIR)/softmax_engine_sanitizer_test
 
 test: build $(if $(filter 0,$(ENGINE_TEST)),,engine-test)
 	$(PY) -m pytest $(PYTEST_ARGS)

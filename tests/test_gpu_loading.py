@@ -365,10 +365,16 @@ _CHILD = textwrap.dedent(r"""
                 inputs = [tf.reshape(x, [1, 5]) if a.name in ("x", "residual", "dy", "dh", "h")
                           else tf.ones([1]) if a.name in ("mean", "rstd") else x
                           for a in op_def_registry.get(op).input_arg]
+            elif op == "TfOps>ScaledMaskedSoftmax":  # the softmax family's non-float inputs
+                inputs = [x, tf.constant(True)]
+            elif op == "TfOps>SparseSoftmaxCrossEntropy":
+                inputs = [tf.reshape(x, [1, 5]), tf.constant([1], tf.int64)]
             with tf.device("/GPU:0"):
                 outputs = getattr(module, attr)(*inputs)
             for y in outputs if isinstance(outputs, (list, tuple)) else [outputs]:
                 shape = [10] if gated and op.endswith("Grad") else [5]
+                if op == "TfOps>SparseSoftmaxCrossEntropy":
+                    shape = y.shape  # [1] and [1, 5]
                 assert (norm or y.shape == shape) and bool(tf.reduce_all(tf.math.is_finite(y))), (op, y)
                 devices.add(y.device.rsplit("/", 1)[-1].rsplit(":", 1)[0].split(":")[-1])
             ops[op] = {d: sorted(set(t)) for d, t in found.items()}

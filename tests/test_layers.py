@@ -50,7 +50,8 @@ def test_public_module():
         assert issubclass(getattr(tf_ops.layers, name), keras.layers.Layer)
     # The activation layers, and the fused Dense layers (tests/test_fused_layers.py).
     assert sorted(tf_ops.layers.__all__) == sorted([*LAYERS, "Dense", "GatedDense",
-                                                   "LayerNormalization", "RMSNormalization"])
+                                                   "LayerNormalization", "RMSNormalization",
+                                                   "Softmax"])
 
 
 def test_defaults():

@@ -25,6 +25,10 @@ from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradi
 from tf_ops.python.fused import gradients as _fused_gradients  # noqa: F401  and the fused ops'
 from tf_ops.python.norm import gradients as _norm_gradients  # noqa: F401  and the norms'
 from tf_ops.python.norm.functions import FUNCTIONS as _NORM_FUNCTIONS
+from tf_ops.python.softmax import gradients as _softmax_gradients  # noqa: F401  and softmax's
+from tf_ops import losses  # Keras losses: SparseCategoricalCrossentropy
+from tf_ops.python.softmax.functions import FUNCTIONS as _SOFTMAX_FUNCTIONS
+from tf_ops.python.softmax.linear_cross_entropy import linear_cross_entropy
 from tf_ops.python.activation.functions import FUNCTIONS as _FUNCTIONS
 from tf_ops.python.fused.functions import FUNCTIONS as _FUSED_FUNCTIONS
 from tf_ops.python.core.cpu_info import active_cpu_isa
@@ -35,12 +39,16 @@ from tf_ops.python.core.portable import is_portable, portable
 globals().update(_FUNCTIONS)
 globals().update(_FUSED_FUNCTIONS)
 globals().update(_NORM_FUNCTIONS)  # layer_norm, rms_norm
+globals().update(_SOFTMAX_FUNCTIONS)
 
 __all__ = sorted(
     [
         *_FUNCTIONS,
         *_FUSED_FUNCTIONS,
         *_NORM_FUNCTIONS,
+        *_SOFTMAX_FUNCTIONS,
+        "linear_cross_entropy",
+        "losses",
         "BuildInfo",
         "GpuFallbackWarning",
         "GpuStatus",

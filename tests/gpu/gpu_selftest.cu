@@ -28,6 +28,7 @@
 #include "tests/gpu/cuda_check.h"
 #include "tests/gpu/op_families.h"
 #include "tests/gpu/norm_selftest.h"
+#include "tests/gpu/softmax_selftest.h"
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
 
@@ -341,6 +342,9 @@ int main(int argc, char** argv) {
     const auto norm = tf_ops::RunNormSelftest(quick);
     passed += norm.first;
     failed += norm.second;
+    const tf_ops::softmax_selftest::Result t = tf_ops::CheckSoftmaxFamily(quick);
+    passed += t.passed;
+    failed += t.failed;
   }
 
   std::printf("%d passed, %d failed\n", passed, failed);

@@ -1,0 +1,176 @@
+"""The sparse softmax cross-entropy op, `tf_ops.losses.SparseCategoricalCrossentropy` and
+`tf_ops.linear_cross_entropy`: float64 references (softmax_refs.py), TensorFlow's fused op,
+Keras's losses (ignore_class, reduction, label smoothing), gradients, XLA, portable,
+bad labels, serialisation, and the chunked head's values, gradients and determinism."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import softmax_refs as ref
+import tf_ops
+
+RNG = np.random.default_rng(1)
+TOL = {tf.float16: 4e-3, tf.bfloat16: 3e-2, tf.float32: 2e-6, tf.float64: 1e-12}
+
+
+def test_cross_entropy_values_and_gradients_every_dtype():
+    for dtype in TOL:
+        for classes in (1, 5, 33, 300):
+            x = RNG.normal(0, 3, (7, classes))
+            labels = RNG.integers(0, classes, 7)
+            labels[2] = -1
+            for eps, z in ((0.0, 0.0), (0.1, 1e-3)):
+                xt = tf.constant(x, dtype)
+                xr = np.asarray(tf.cast(xt, tf.float64))
+                with tf.GradientTape() as tape:
+                    tape.watch(xt)
+                    loss = tf_ops.sparse_softmax_cross_entropy(
+                        xt, labels, label_smoothing=eps, ignore_index=-1, z_loss=z)
+                    total = tf.reduce_sum(loss * tf.cast(tf.range(1, 8), dtype))
+                dx = tape.gradient(total, xt)
+                # The attributes are float32, as the op stores them.
+                want, want_dx = ref.cross_entropy(xr, labels, float(np.float32(eps)), -1,
+                                                  float(np.float32(z)))
+                tol = TOL[dtype]
+                np.testing.assert_allclose(np.asarray(tf.cast(loss, tf.float64)), want,
+                                           rtol=tol, atol=tol, err_msg=f"{dtype} {classes}")
+                np.testing.assert_allclose(np.asarray(tf.cast(dx, tf.float64)),
+                                           want_dx * np.arange(1, 8)[:, None], rtol=tol,
+                                           atol=tol * 7, err_msg=f"{dtype} {classes} dx")
+    # Without smoothing or ignore: TensorFlow's fused op, int32 labels too.
+    x = tf.constant(RNG.normal(0, 3, (64, 100)), tf.float32)
+    labels = tf.constant(RNG.integers(0, 100, 64), tf.int32)
+    np.testing.assert_allclose(
+        tf_ops.sparse_softmax_cross_entropy(x, labels),
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels, x), rtol=2e-6, atol=2e-6)
+
+
+def test_cross_entropy_second_order_xla_and_portable():
+    x = tf.constant(RNG.normal(0, 1, (3, 5)))
+    labels = tf.constant([1, -100, 4])
+
+    def loss_of(v):
+        return tf.reduce_sum(tf_ops.sparse_softmax_cross_entropy(
+            v, labels, label_smoothing=0.2, z_loss=0.05) * [1.0, 2.0, 3.0])
+
+    theo, num = tf.test.compute_gradient(loss_of, [x])
+    np.testing.assert_allclose(theo[0], num[0], rtol=1e-6, atol=1e-7)
+
+    def grad_of(v):
+        with tf.GradientTape() as t:
+            t.watch(v)
+            y = loss_of(v)
+        return t.gradient(y, v)
+
+    theo, num = tf.test.compute_gradient(grad_of, [x])
+    np.testing.assert_allclose(theo[0], num[0], rtol=1e-5, atol=1e-6)
+    eager = grad_of(x)
+    np.testing.assert_allclose(tf.function(grad_of, jit_compile=True)(x), eager, rtol=1e-12,
+                               atol=1e-12)
+    with tf_ops.portable():
+        np.testing.assert_allclose(grad_of(x), eager, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(loss_of(x), loss_of(x), rtol=0)
+
+
+def test_bad_labels_and_attributes_are_errors():
+    x = tf.zeros([4, 3])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="label 7 at position 2"):
+        tf_ops.sparse_softmax_cross_entropy(x, [0, 1, 7, 2])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="label -3 at position 0"):
+        tf.function(lambda: tf_ops.sparse_softmax_cross_entropy(x, [-3, 1, 0, 2]))()
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="label_smoothing"):
+        tf_ops.sparse_softmax_cross_entropy(x, [0, 1, 0, 2], label_smoothing=1.5)
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="z_loss"):
+        tf_ops.sparse_softmax_cross_entropy(x, [0, 1, 0, 2], z_loss=-1.0)
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="labels must be"):
+        tf_ops.sparse_softmax_cross_entropy(x, [0, 1])
+
+
+def test_keras_loss_matches_keras_and_round_trips(tmp_path):
+    y_pred = RNG.normal(0, 2, (4, 6, 10)).astype(np.float32)
+    y_true = RNG.integers(0, 10, (4, 6))
+    y_true[0, :3] = 9
+    weights = RNG.random((4, 6)).astype(np.float32)
+    L = tf_ops.losses.SparseCategoricalCrossentropy
+    K = keras.losses.SparseCategoricalCrossentropy
+    for kwargs in ({"from_logits": True}, {"from_logits": True, "ignore_class": 9},
+                   {"from_logits": True, "ignore_class": 9, "reduction": "sum"},
+                   {"from_logits": True, "reduction": None}):
+        for sw in (None, weights):
+            np.testing.assert_allclose(L(**kwargs)(y_true, y_pred, sample_weight=sw),
+                                       K(**kwargs)(y_true, y_pred, sample_weight=sw),
+                                       rtol=2e-6, atol=2e-6, err_msg=str(kwargs))
+    probs = tf.nn.softmax(y_pred).numpy()
+    np.testing.assert_allclose(L()(y_true[..., None], probs), K()(y_true[..., None], probs),
+                               rtol=1e-5)
+    # Label smoothing as Keras's CategoricalCrossentropy on one-hot targets.
+    onehot = tf.one_hot(y_true, 10)
+    np.testing.assert_allclose(
+        L(from_logits=True, label_smoothing=0.1)(y_true, y_pred),
+        keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)(onehot, y_pred),
+        rtol=2e-6)
+    # Serialisation: config and a saved model that uses it.
+    loss = L(from_logits=True, ignore_class=9, label_smoothing=0.1, z_loss=1e-4, name="ce")
+    again = L.from_config(loss.get_config())
+    assert again.get_config() == loss.get_config()
+    assert keras.losses.deserialize(keras.losses.serialize(loss)).get_config() == loss.get_config()
+    model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(10)])
+    model.compile("sgd", loss=loss, jit_compile=False)
+    model.fit(y_pred.reshape(-1, 10), y_true.reshape(-1), epochs=1, verbose=0)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert loaded.loss.get_config() == loss.get_config()
+
+
+def _reference_head(h, k, labels, b=None, transpose=False, **attrs):
+    logits = tf.matmul(h, k, transpose_b=transpose)
+    if b is not None:
+        logits += b
+    losses = tf_ops.sparse_softmax_cross_entropy(logits, labels, **attrs)
+    keep = tf.cast(tf.not_equal(labels, attrs.get("ignore_index", -100)), tf.float32)
+    return tf.math.divide_no_nan(tf.reduce_sum(losses), tf.reduce_sum(keep))
+
+
+def test_linear_cross_entropy_values_gradients_and_determinism():
+    n, hdim, v = 37, 8, 29
+    h = tf.constant(RNG.normal(0, 1, (n, hdim)), tf.float32)
+    k = tf.constant(RNG.normal(0, 0.5, (hdim, v)), tf.float32)
+    b = tf.constant(RNG.normal(0, 0.5, (v,)), tf.float32)
+    labels = tf.constant(np.where(RNG.random(n) < 0.2, -100, RNG.integers(0, v, n)))
+    attrs = dict(label_smoothing=0.1, z_loss=1e-3)
+
+    @tf.function
+    def both(h, k, b):
+        out = []
+        for transpose in (False, True):
+            kk = tf.transpose(k) if transpose else k
+            with tf.GradientTape(persistent=True) as tape:
+                tape.watch([h, kk, b])
+                ours = tf_ops.linear_cross_entropy(h, kk, labels, b, transpose_kernel=transpose,
+                                                   chunk_size=8, **attrs)
+                theirs = _reference_head(h, kk, labels, b, transpose, **attrs)
+            out.append((ours, theirs, tape.gradient(ours, [h, kk, b]),
+                        tape.gradient(theirs, [h, kk, b])))
+        return out
+
+    for ours, theirs, g_ours, g_theirs in both(h, k, b):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+        for a, e in zip(g_ours, g_theirs):
+            np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+    first = both(h, k, b)[0][2]
+    again = both(h, k, b)[0][2]
+    for a, e in zip(first, again):
+        np.testing.assert_array_equal(a, e)  # bit-identical
+    # reduction="sum", no bias, eager, and one chunk of everything.
+    np.testing.assert_allclose(
+        tf_ops.linear_cross_entropy(h, k, labels, reduction="sum"),
+        tf.reduce_sum(tf_ops.sparse_softmax_cross_entropy(h @ k, labels)), rtol=1e-5)
+    with pytest.raises(ValueError, match="reduction"):
+        tf_ops.linear_cross_entropy(h, k, labels, reduction="none")
+    with tf_ops.portable():
+        np.testing.assert_allclose(tf_ops.linear_cross_entropy(h, k, labels, b),
+                                   _reference_head(h, k, labels, b), rtol=1e-6)
