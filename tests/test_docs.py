@@ -93,7 +93,8 @@ def test_ops_md_row_matches_the_op_def(op):
     assert [a.name for a in op_def.input_arg] == [s.strip() for s in inputs.split(",")]
     assert [a.name for a in op_def.output_arg] == [s.strip() for s in outputs.split(",")]
     # Attributes other than T, with their defaults.
-    # Type attributes other than T (the norm ops' U) are documented with the inputs.
+    # Type attributes other than T (the norm ops' U, the cross-entropy's Tlabels) are
+    # documented with the inputs they type.
     attrs = [_attr_text(a) for a in op_def.attr if a.name != "T" and a.type != "type"]
     documented = [] if attributes == "—" else [a.strip().strip("`") for a in attributes.split(",")]
     assert documented == attrs, f"{op}: docs say {documented}, the op has {attrs}"

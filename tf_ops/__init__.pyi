@@ -24,10 +24,17 @@ from tf_ops.python.norm.functions import layer_norm as layer_norm
 from tf_ops.python.norm.functions import layer_norm_grad as layer_norm_grad
 from tf_ops import layers as layers
 from tf_ops.python.core.library import library_path as library_path
+from tf_ops.python.softmax.linear_cross_entropy import linear_cross_entropy as linear_cross_entropy
 from tf_ops.python.core.library import load_library as load_library
+from tf_ops.python.softmax.functions import log_softmax as log_softmax
+from tf_ops.python.softmax.functions import log_softmax_grad as log_softmax_grad
+from tf_ops import losses as losses
 from tf_ops.python.core.portable import portable as portable
 from tf_ops.python.norm.functions import rms_norm as rms_norm
 from tf_ops.python.norm.functions import rms_norm_grad as rms_norm_grad
+from tf_ops.python.softmax.functions import softmax as softmax
+from tf_ops.python.softmax.functions import softmax_grad as softmax_grad
+from tf_ops.python.softmax.functions import sparse_softmax_cross_entropy as sparse_softmax_cross_entropy
 
 __all__ = [
     'BuildInfo',
@@ -83,7 +90,11 @@ __all__ = [
     'leaky_relu_grad',
     'leaky_relu_grad_grad',
     'library_path',
+    'linear_cross_entropy',
     'load_library',
+    'log_softmax',
+    'log_softmax_grad',
+    'losses',
     'mish',
     'mish_grad',
     'mish_grad_grad',
@@ -94,6 +105,9 @@ __all__ = [
     'sigmoid',
     'sigmoid_grad',
     'sigmoid_grad_grad',
+    'softmax',
+    'softmax_grad',
+    'sparse_softmax_cross_entropy',
     'swiglu',
     'swish',
     'swish_grad',

@@ -17,6 +17,7 @@ from tf_ops.python.fused.dense import Dense as Dense
 from tf_ops.python.fused.dense import GatedDense as GatedDense
 from tf_ops.python.norm.layers import LayerNormalization as LayerNormalization
 from tf_ops.python.norm.layers import RMSNormalization as RMSNormalization
+from tf_ops.python.softmax.layers import Softmax as Softmax
 
 __all__ = [
     'CELU',
@@ -30,6 +31,7 @@ __all__ = [
     'Mish',
     'RMSNormalization',
     'Sigmoid',
+    'Softmax',
     'Swish',
 ]
 
