@@ -27,6 +27,7 @@
 
 #include "tests/gpu/cuda_check.h"
 #include "tests/gpu/op_families.h"
+#include "tests/gpu/batch_norm_selftest.h"
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
 
@@ -336,6 +337,11 @@ int main(int argc, char** argv) {
   TF_OPS_GPU_FAMILIES(TF_OPS_CHECK_FAMILY)
   TF_OPS_GPU_FUSED_FAMILIES(TF_OPS_CHECK_FAMILY)
 #undef TF_OPS_CHECK_FAMILY
+  {
+    const auto t = tf_ops::batch_norm_selftest::RunAll(quick);
+    passed += t.passed;
+    failed += t.failed;
+  }
 
   std::printf("%d passed, %d failed\n", passed, failed);
   std::printf("SUMMARY checks total passed=%d failed=%d%s\n", passed, failed,
