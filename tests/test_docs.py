@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from tensorflow.python.framework import kernels, op_def_registry, ops
 
 import tf_ops
@@ -72,6 +73,10 @@ def _attr_text(attr) -> str:
         default = "true" if value.b else "false"
     elif attr.type == "string":  # the bias ops' data_format
         default = repr(value.s.decode())
+    elif attr.type == "int":  # the batch-norm ops' axis
+        default = str(value.i)
+    elif attr.type == "type":  # the batch-norm ops' U: its allowed types, no default
+        return f"{attr.name}: " + " or ".join(tf.as_dtype(t).name for t in attr.allowed_values.list.type)
     else:
         default = str(value)
     return f"{attr.name}: {attr.type} = {default}"

@@ -25,6 +25,8 @@ from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradi
 from tf_ops.python.fused import gradients as _fused_gradients  # noqa: F401  and the fused ops'
 from tf_ops.python.activation.functions import FUNCTIONS as _FUNCTIONS
 from tf_ops.python.fused.functions import FUNCTIONS as _FUSED_FUNCTIONS
+from tf_ops.python.batch_norm import gradients as _batch_norm_gradients  # noqa: F401
+from tf_ops.python.batch_norm.functions import FUNCTIONS as _BATCH_NORM_FUNCTIONS
 from tf_ops.python.core.cpu_info import active_cpu_isa
 from tf_ops.python.core.gpu import GpuFallbackWarning, GpuStatus
 from tf_ops.python.core.library import BuildInfo, build_info, gpu_status, library_path, load_library
@@ -32,11 +34,13 @@ from tf_ops.python.core.portable import is_portable, portable
 
 globals().update(_FUNCTIONS)
 globals().update(_FUSED_FUNCTIONS)
+globals().update(_BATCH_NORM_FUNCTIONS)
 
 __all__ = sorted(
     [
         *_FUNCTIONS,
         *_FUSED_FUNCTIONS,
+        *_BATCH_NORM_FUNCTIONS,
         "BuildInfo",
         "GpuFallbackWarning",
         "GpuStatus",

@@ -15,7 +15,9 @@ See `tf_ops.python.activation.layers` for the details and choices.
 
 from tf_ops.python.fused.dense import DENSE_LAYERS
 from tf_ops.python.activation.layers import LAYERS
+from tf_ops.python.batch_norm.layers import LAYERS as BATCH_NORM_LAYERS
 
 globals().update(LAYERS)
 globals().update(DENSE_LAYERS)  # Dense, GatedDense: bias + activation fused
-__all__ = sorted([*LAYERS, *DENSE_LAYERS])
+globals().update(BATCH_NORM_LAYERS)  # BatchNormalization (+ activation) fused
+__all__ = sorted([*LAYERS, *DENSE_LAYERS, *BATCH_NORM_LAYERS])
