@@ -103,7 +103,7 @@ def batch_norm(x, scale=None, offset=None, *, axis: int = -1, epsilon: float = 1
       >>> y, mean, variance = tf_ops.batch_norm(x, activation="relu")
       >>> mean.numpy(), variance.numpy()
       (array([2., 0.], dtype=float32), array([1., 4.], dtype=float32))
-      >>> y.numpy().round(4)
+      >>> y.numpy().round(4) + 0.0  # relu as leaky_relu(alpha=0) gives -0.0 for x < 0
       array([[0.    , 0.    ],
              [0.9995, 0.9999]], dtype=float32)
     """
@@ -146,9 +146,10 @@ def batch_norm_grad(y_backprop, x, scale, offset, batch_mean, batch_variance,
 
     Example:
       >>> x = tf.constant([[1.0], [3.0]])
-      >>> _, m, v = tf_ops.batch_norm(x)
-      >>> dx, dscale, doffset = tf_ops.batch_norm_grad([[1.0], [0.0]], x, None, None, m, v)
-      >>> dx.numpy().round(6).ravel(), doffset.numpy()
+      >>> _, m, v = tf_ops.batch_norm(x, epsilon=1e-6)
+      >>> dx, dscale, doffset = tf_ops.batch_norm_grad([[1.0], [0.0]], x, None, None, m, v,
+      ...                                              epsilon=1e-6)
+      >>> dx.numpy().round(4).ravel() + 0.0, doffset.numpy()
       (array([0., 0.], dtype=float32), array([1.], dtype=float32))
     """
     x = tf.convert_to_tensor(x)
@@ -173,7 +174,7 @@ def batch_norm_inference_grad(y_backprop, x, scale, offset, mean, variance, *,
     Example:
       >>> dx, dscale, doffset = tf_ops.batch_norm_inference_grad(
       ...     [[1.0]], [[3.0]], [2.0], None, [1.0], [4.0], epsilon=1e-6)
-      >>> dx.numpy(), dscale.numpy(), doffset.numpy()
+      >>> dx.numpy().round(4), dscale.numpy().round(4), doffset.numpy()
       (array([[1.]], dtype=float32), array([1.], dtype=float32), array([1.], dtype=float32))
     """
     x = tf.convert_to_tensor(x)
