@@ -123,7 +123,9 @@ def test_against_keras_training_step_and_inference(axis):
     shape = (6, 5, 4, 7) if axis == -1 else (6, 7, 5, 4)
     x = tf.constant(np.random.default_rng(4).normal(2, 3, shape), tf.float32)
     w = tf.constant(np.random.default_rng(5).standard_normal(shape), tf.float32)
-    for act, keras_act in (("swish", "silu"), ("relu", "relu"), ("hard_swish", "hard_silu"), (None, "linear")):
+    pairs = ((("swish", "silu"), (None, "linear")) if axis == -1
+             else (("relu", "relu"), ("hard_swish", "hard_silu")))
+    for act, keras_act in pairs:
         ours, theirs = _pair(axis, act, keras_act, shape)
 
         @tf.function
