@@ -82,7 +82,6 @@ engine-test: venv
 	cmake --build $(ENGINE_TEST_DIR) --parallel 2
 	$(ENGINE_TEST_DIR)/engine_sanitizer_test
 	$(ENGINE_TEST_DIR)/fused_engine_sanitizer_test
-	$(ENGINE_TEST_DIR)/batch_norm_engine_sanitizer_test
 
 test: build $(if $(filter 0,$(ENGINE_TEST)),,engine-test)
 	$(PY) -m pytest $(PYTEST_ARGS)
