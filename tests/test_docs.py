@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from tensorflow.python.framework import kernels, op_def_registry, ops
 
 import tf_ops

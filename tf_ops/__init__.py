@@ -31,6 +31,8 @@ from tf_ops.python.softmax.functions import FUNCTIONS as _SOFTMAX_FUNCTIONS
 from tf_ops.python.softmax.linear_cross_entropy import linear_cross_entropy
 from tf_ops.python.activation.functions import FUNCTIONS as _FUNCTIONS
 from tf_ops.python.fused.functions import FUNCTIONS as _FUSED_FUNCTIONS
+from tf_ops.python.batch_norm import gradients as _batch_norm_gradients  # noqa: F401
+from tf_ops.python.batch_norm.functions import FUNCTIONS as _BATCH_NORM_FUNCTIONS
 from tf_ops.python.core.cpu_info import active_cpu_isa
 from tf_ops.python.core.gpu import GpuFallbackWarning, GpuStatus
 from tf_ops.python.core.library import BuildInfo, build_info, gpu_status, library_path, load_library
@@ -40,6 +42,7 @@ globals().update(_FUNCTIONS)
 globals().update(_FUSED_FUNCTIONS)
 globals().update(_NORM_FUNCTIONS)  # layer_norm, rms_norm
 globals().update(_SOFTMAX_FUNCTIONS)
+globals().update(_BATCH_NORM_FUNCTIONS)
 
 __all__ = sorted(
     [
@@ -49,6 +52,7 @@ __all__ = sorted(
         *_SOFTMAX_FUNCTIONS,
         "linear_cross_entropy",
         "losses",
+        *_BATCH_NORM_FUNCTIONS,
         "BuildInfo",
         "GpuFallbackWarning",
         "GpuStatus",

@@ -15,11 +15,13 @@ See `tf_ops.python.activation.layers` for the details and choices.
 
 from tf_ops.python.fused.dense import DENSE_LAYERS
 from tf_ops.python.activation.layers import LAYERS
+from tf_ops.python.batch_norm.layers import LAYERS as BATCH_NORM_LAYERS
 from tf_ops.python.norm.layers import NORM_LAYERS
 from tf_ops.python.softmax.layers import LAYERS as SOFTMAX_LAYERS
 
 globals().update(LAYERS)
 globals().update(DENSE_LAYERS)  # Dense, GatedDense: bias + activation fused
+globals().update(BATCH_NORM_LAYERS)  # BatchNormalization (+ activation) fused
 globals().update(NORM_LAYERS)  # LayerNormalization, RMSNormalization
 globals().update(SOFTMAX_LAYERS)  # Softmax: masked, scaled, fused
-__all__ = sorted([*LAYERS, *DENSE_LAYERS, *NORM_LAYERS, *SOFTMAX_LAYERS])
+__all__ = sorted([*LAYERS, *DENSE_LAYERS, *BATCH_NORM_LAYERS, *NORM_LAYERS, *SOFTMAX_LAYERS])

@@ -29,6 +29,7 @@
 #include "tests/gpu/op_families.h"
 #include "tests/gpu/norm_selftest.h"
 #include "tests/gpu/softmax_selftest.h"
+#include "tests/gpu/batch_norm_selftest.h"
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
 
@@ -343,6 +344,7 @@ int main(int argc, char** argv) {
     passed += norm.first;
     failed += norm.second;
     const tf_ops::softmax_selftest::Result t = tf_ops::CheckSoftmaxFamily(quick);
+    const auto t = tf_ops::batch_norm_selftest::RunAll(quick);
     passed += t.passed;
     failed += t.failed;
   }

@@ -1,0 +1,46 @@
+"""Portable export of a small CNN with fused BatchNormalization + activation layers
+(channels-last and channels-first, every kind of activation the CNNs use): under
+`tf_ops.portable()` it exports to a SavedModel, TFLite (builtin ops) and ONNX that run in
+a process without tf_ops and hold no TfOps> op (test_export.py's helpers), matching the
+fused model. Slow (a subprocess with the converters), as test_export.py."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+import tf_ops
+from test_export import _run_jobs, _runs
+
+pytestmark = pytest.mark.slow
+
+
+def test_portable_batch_norm_model_runs_everywhere_without_tf_ops(tmp_path):
+    keras.utils.set_random_seed(7)
+    inp = keras.Input((6, 6, 3))
+    h = keras.layers.Conv2D(8, 3, padding="same", use_bias=False)(inp)
+    h = tf_ops.layers.BatchNormalization(activation="swish")(h)
+    h = keras.layers.Conv2D(8, 1, use_bias=False)(h)
+    h = tf_ops.layers.BatchNormalization(activation="relu")(h)
+    h = keras.layers.Permute((3, 1, 2))(h)
+    h = tf_ops.layers.BatchNormalization(axis=1, activation="hard_swish", center=False)(h)
+    h = keras.layers.GlobalAveragePooling2D(data_format="channels_first")(h)
+    out = keras.layers.Dense(2)(h)
+    model = keras.Model(inp, out)
+    rng = np.random.default_rng(0)
+    for layer in model.layers:
+        if isinstance(layer, tf_ops.layers.BatchNormalization):
+            c = layer.moving_mean.shape[0]
+            layer.moving_mean.assign(rng.standard_normal(c).astype("float32"))
+            layer.moving_variance.assign((1 + rng.random(c)).astype("float32"))
+    x = rng.standard_normal((16, 6, 6, 3)).astype(np.float32)
+    with tf_ops.portable():
+        model.export(str(tmp_path / "export"), verbose=False)
+    np.save(tmp_path / "x.npy", x)
+    jobs = [{"name": k, "kind": k, "path": str(tmp_path / "export"), "input": str(tmp_path / "x.npy")}
+            for k in ("savedmodel", "tflite_convert", "onnx")]
+    results = _run_jobs(tmp_path, jobs)
+    for job in jobs:
+        for run, got, expected in _runs(results, job, model, x):
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4, err_msg=run)

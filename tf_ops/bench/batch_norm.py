@@ -1,0 +1,158 @@
+"""Benchmark of fused batch normalization + activation: one training step's forward and
+backward (dx, dgamma, dbeta) of `tf_ops.layers.BatchNormalization(activation=...)`
+against ``keras.layers.BatchNormalization`` followed by ``keras.layers.Activation``, at
+EfficientNetB0's shapes with swish and a ResNet50 shape with ReLU (tf_ops: leaky_relu
+with alpha=0), float32 and bfloat16 (mixed precision: the layers' compute dtype).
+
+  python -m tf_ops.bench.batch_norm [--budget-s 4] [--dtypes float32 bfloat16]
+                                    [--cases b0_112 ...] [--models]
+
+Candidates, timed in the same interleaved rounds (timing.py): tf_ops in ``tf.function``,
+Keras in ``tf.function`` (its composite: moments, then batch_normalization, about ten
+kernels forward and fifteen backward) and Keras under ``jit_compile``. Ratios are the
+reference's time over tf_ops's (> 1: tf_ops is faster). ``--models``: a train step of
+EfficientNetB0 / MobileNetV3Small / ResNet50 (weights=None) with every
+BatchNormalization (+ the Activation after it) replaced by the fused layer, vs stock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import tf_ops
+from tf_ops.bench.timing import time_interleaved
+
+# name -> (shape, tf_ops activation, Keras activation)
+CASES = {
+    "b0_112": ((8, 112, 112, 32), "swish", "swish"),
+    "b0_56": ((8, 56, 56, 144), "swish", "swish"),
+    "b0_14": ((8, 14, 14, 672), "swish", "swish"),
+    "r50_56": ((8, 56, 56, 256), "relu", "relu"),
+}
+
+
+def _step(layers_, x, w):
+    """Forward and backward of the layers on x: y, dx, dgamma, dbeta."""
+    bn = layers_[0]
+
+    def run():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = x
+            for layer in layers_:
+                y = layer(y, training=True)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * w)
+        return [y] + tape.gradient(loss, [x, bn.gamma, bn.beta])
+
+    return run
+
+
+def bench_layers(cases, dtypes, budget_s: float) -> list[dict]:
+    rows = []
+    for dtype in dtypes:
+        policy = "float32" if dtype == "float32" else "mixed_bfloat16"
+        for name in cases:
+            shape, ours_act, keras_act = CASES[name]
+            x = tf.cast(tf.random.normal(shape), tf.float32 if dtype == "float32" else tf.bfloat16)
+            w = tf.random.normal(shape)
+            ours = [tf_ops.layers.BatchNormalization(activation=ours_act, dtype=policy)]
+            keras_layers = [keras.layers.BatchNormalization(dtype=policy),
+                            keras.layers.Activation(keras_act, dtype=policy)]
+            for layer in ours + keras_layers:
+                layer.build(shape)
+            candidates = {
+                "tf_ops": tf.function(_step(ours, x, w)),
+                "keras": tf.function(_step(keras_layers, x, w)),
+                "keras_xla": tf.function(_step(keras_layers, x, w), jit_compile=True),
+            }
+            t = {k: v.median for k, v in time_interleaved(candidates, 5, 40, budget_s).items()}
+            row = {"case": name, "shape": list(shape), "activation": keras_act, "dtype": dtype,
+                   "tf_ops_ms": t["tf_ops"] * 1e3, "vs_keras_graph": t["keras"] / t["tf_ops"],
+                   "vs_keras_xla": t["keras_xla"] / t["tf_ops"]}
+            rows.append(row)
+            print(f"{name:<8} {str(shape):<20} {keras_act:<6} {dtype:<9} tf_ops "
+                  f"{row['tf_ops_ms']:8.2f} ms   vs Keras graph {row['vs_keras_graph']:5.2f}x"
+                  f"   vs Keras XLA {row['vs_keras_xla']:5.2f}x", flush=True)
+    return rows
+
+
+def replace_batch_norm(model: keras.Model) -> keras.Model:
+    """A copy of a functional model with each BatchNormalization, and the Activation
+    right after it (when its only consumer), replaced by one fused tf_ops layer with
+    the same weights."""
+    fused_activation = {}
+    skip = set()
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            consumers = [n.operation for n in layer._outbound_nodes]
+            if len(consumers) == 1 and isinstance(consumers[0], keras.layers.Activation):
+                act = consumers[0].get_config()["activation"]
+                if act in ("swish", "silu", "relu", "hard_swish", "hard_silu", "sigmoid", "gelu"):
+                    fused_activation[layer.name] = act
+                    skip.add(consumers[0].name)
+
+    def clone(layer):
+        if isinstance(layer, keras.layers.BatchNormalization):
+            config = layer.get_config()
+            config["activation"] = fused_activation.get(layer.name)
+            return tf_ops.layers.BatchNormalization.from_config(config)
+        if layer.name in skip:
+            return keras.layers.Identity(name=layer.name)
+        return layer.__class__.from_config(layer.get_config())
+
+    new = keras.models.clone_model(model, clone_function=clone)
+    new.set_weights(model.get_weights())
+    return new
+
+
+def bench_models(budget_s: float) -> list[dict]:
+    rows = []
+    for name, ctor in (("EfficientNetB0", keras.applications.EfficientNetB0),
+                       ("MobileNetV3Small", keras.applications.MobileNetV3Small),
+                       ("ResNet50", keras.applications.ResNet50)):
+        keras.utils.set_random_seed(0)
+        stock = ctor(weights=None, input_shape=(224, 224, 3), classes=10)
+        ours = replace_batch_norm(stock)
+        x = tf.random.normal([8, 224, 224, 3])
+        y = tf.one_hot(np.arange(8) % 10, 10)
+        steps = {}
+        for label, model in (("stock", stock), ("tf_ops", ours)):
+            opt = keras.optimizers.SGD(1e-3)
+            opt.build(model.trainable_variables)
+
+            def step(model=model, opt=opt):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(keras.losses.categorical_crossentropy(y, model(x, training=True)))
+                grads = tape.gradient(loss, model.trainable_variables)
+                opt.apply(grads, model.trainable_variables)
+                return loss
+
+            steps[label] = tf.function(step)
+        t = {k: v.median for k, v in time_interleaved(steps, 3, 12, budget_s).items()}
+        rows.append({"model": name, "stock_ms": t["stock"] * 1e3, "tf_ops_ms": t["tf_ops"] * 1e3,
+                     "speedup": t["stock"] / t["tf_ops"]})
+        print(f"{name:<18} train step stock {t['stock'] * 1e3:8.1f} ms  tf_ops {t['tf_ops'] * 1e3:8.1f} ms"
+              f"   {t['stock'] / t['tf_ops']:5.2f}x", flush=True)
+    return rows
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget-s", type=float, default=4.0, help="per case, all candidates")
+    parser.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"])
+    parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--models", action="store_true")
+    args = parser.parse_args(argv)
+    print("BN + activation, training forward + backward (y, dx, dgamma, dbeta), medians")
+    bench_layers(args.cases, args.dtypes, args.budget_s)
+    if args.models:
+        bench_models(4 * args.budget_s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+// Kernels of the batch-norm ops (batch_norm_ops.cc) for half, bfloat16, float
+// and double x. They check shapes (the shape functions cannot when dimensions
+// are unknown, nor in eager calls), allocate (reusing an input buffer when
+// TensorFlow allows) and hand the buffers to the device's engine. Compiled
+// twice, as fused_kernels.cc:
+//   TF_OPS_WITH_CUDA=0: CPU kernels (batch_norm_cpu.h over TensorFlow's
+//                       intra-op thread pool), into _tf_ops.so;
+//   TF_OPS_WITH_CUDA=1: GPU kernels (cu/batch_norm/batch_norm_gpu.h's
+//                       launchers on the op's CUDA stream), into
+//                       _tf_ops_gpu.so.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/platform/threadpool.h"
+#include "tf_ops/cc/activation/elementwise_kernel.h"
+#include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
+#include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
+
+#if TF_OPS_WITH_CUDA
+#include "tf_ops/cu/batch_norm/batch_norm_gpu.h"
+#endif
+
+namespace tf_ops {
+namespace {
+
+using tensorflow::OpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+using tensorflow::Tensor;
+using tensorflow::TensorShape;
+
+enum class Phase { kTraining, kTrainingGrad, kInference, kInferenceGrad };
+
+constexpr const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kTraining:
+      return "TfOps>BatchNormTraining";
+    case Phase::kTrainingGrad:
+      return "TfOps>BatchNormTrainingGrad";
+    case Phase::kInference:
+      return "TfOps>BatchNormInference";
+    case Phase::kInferenceGrad:
+      return "TfOps>BatchNormInferenceGrad";
+  }
+  return "";
+}
+
+// The inputs of each phase: where x is, and the per-channel ones with names.
+struct PhaseInputs {
+  int x;
+  std::vector<const char*> channel_names;  // inputs x + 1, x + 2, ...
+};
+PhaseInputs InputsOf(Phase p) {
+  switch (p) {
+    case Phase::kTraining:
+      return {0, {"scale", "offset"}};
+    case Phase::kTrainingGrad:
+      return {1,
+              {"scale", "offset", "batch_mean", "batch_variance",
+               "mean_backprop", "variance_backprop"}};
+    case Phase::kInference:
+      return {0, {"scale", "offset", "mean", "variance"}};
+    case Phase::kInferenceGrad:
+      return {1, {"scale", "offset", "mean", "variance"}};
+  }
+  return {0, {}};
+}
+
+// x's layout around the channel axis, and every per-channel input checked.
+absl::Status LayoutOf(OpKernelContext* ctx, Phase phase, int axis_attr,
+                      BatchNormLayout* layout) {
+  const std::string op = PhaseName(phase);
+  const PhaseInputs in = InputsOf(phase);
+  const TensorShape& x = ctx->input(in.x).shape();
+  int axis = 0;
+  TF_RETURN_IF_ERROR(NormalizeBatchNormAxis(op, axis_attr, x.dims(), &axis));
+  layout->outer = 1;
+  layout->inner = 1;
+  for (int d = 0; d < axis; ++d) layout->outer *= x.dim_size(d);
+  layout->channels = x.dim_size(axis);
+  for (int d = axis + 1; d < x.dims(); ++d) layout->inner *= x.dim_size(d);
+  for (size_t k = 0; k < in.channel_names.size(); ++k) {
+    const TensorShape& v = ctx->input(in.x + 1 + k).shape();
+    if (v.dims() != 1 || v.dim_size(0) != layout->channels) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": ", in.channel_names[k],
+          " must be 1-D with one element per channel (axis ", axis_attr,
+          " of x), got x ", x.DebugString(), " and ", in.channel_names[k],
+          " ", v.DebugString()));
+    }
+  }
+  if (in.x == 1 && ctx->input(0).shape() != x) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": y_backprop and x must have the same shape, got ",
+        ctx->input(0).shape().DebugString(), " and ", x.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+const void* Data(const Tensor& t) {
+  return t.tensor_data().data();
+}
+void* MutableData(Tensor* t) {
+  return const_cast<char*>(t->tensor_data().data());
+}
+
+#if TF_OPS_WITH_CUDA
+int64_t ScratchDoubles(BatchNormLayout l) {
+  return BatchNormGpuScratchDoubles(l);
+}
+#else
+int64_t ScratchDoubles(BatchNormLayout l) { return BatchNormScratchDoubles(l); }
+
+BatchNormParallelFor PoolOf(OpKernelContext* ctx) {
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  return [pool](int64_t total, int64_t cost,
+                const std::function<void(int64_t, int64_t)>& fn) {
+    if (total <= 0) return;
+    pool->ParallelFor(
+        total,
+        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
+            std::max<int64_t>(1, cost)),
+        fn);
+  };
+}
+#endif
+
+template <typename T, Phase kPhase>
+class BatchNormOp : public OpKernel {
+ public:
+  explicit BatchNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadBatchNormAttrs(ctx, PhaseName(kPhase), &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    BatchNormLayout layout;
+    OP_REQUIRES_OK(ctx, LayoutOf(ctx, kPhase, attrs_.axis, &layout));
+    const TensorShape vec({layout.channels});
+    const int x_index = InputsOf(kPhase).x;
+    const Tensor& x = ctx->input(x_index);
+    auto in = [&](int k) { return Data<T>(ctx->input(k)); };
+    Tensor scratch;
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(
+                            tensorflow::DT_DOUBLE,
+                            TensorShape({ScratchDoubles(layout)}),
+                            &scratch));
+    double* sp = scratch.flat<double>().data();
+    const Dtype dtype = DtypeOf<T>();
+    const double eps = attrs_.epsilon;
+    const BatchNormActivation& act = attrs_.activation;
+    Tensor* out0 = nullptr;
+    if (kPhase == Phase::kTraining || kPhase == Phase::kInference) {
+      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
+                              {0}, 0, x.shape(), &out0));
+    } else {
+      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
+                              {0, 1}, 0, x.shape(), &out0));
+    }
+    Tensor* out1 = nullptr;
+    Tensor* out2 = nullptr;
+    if (kPhase != Phase::kInference) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, vec, &out1));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(2, vec, &out2));
+    }
+#if TF_OPS_WITH_CUDA
+    const char* error = nullptr;
+    void* stream = GpuStream(ctx);
+#define TF_OPS_BN_RUN(cpu_fn, gpu_fn, ...) \
+  error = gpu_fn(__VA_ARGS__, sp, stream)
+#else
+    const BatchNormParallelFor parallel = PoolOf(ctx);
+#define TF_OPS_BN_RUN(cpu_fn, gpu_fn, ...) cpu_fn(__VA_ARGS__, sp, parallel)
+#endif
+    switch (kPhase) {
+      case Phase::kTraining:
+        TF_OPS_BN_RUN(CpuBatchNormTraining, LaunchBatchNormTraining, act,
+                      dtype, in(0), in(1), in(2), eps, MutableData(out0),
+                      MutableData(out1), MutableData(out2), layout);
+        break;
+      case Phase::kTrainingGrad:
+        TF_OPS_BN_RUN(CpuBatchNormTrainingGrad, LaunchBatchNormTrainingGrad,
+                      act, dtype, in(0), in(1), in(2), in(3), in(4), in(5),
+                      in(6), in(7), eps, MutableData(out0), MutableData(out1),
+                      MutableData(out2), layout);
+        break;
+      case Phase::kInference:
+        TF_OPS_BN_RUN(CpuBatchNormInference, LaunchBatchNormInference, act,
+                      dtype, in(0), in(1), in(2), in(3), in(4), eps,
+                      MutableData(out0), layout);
+        break;
+      case Phase::kInferenceGrad:
+        TF_OPS_BN_RUN(CpuBatchNormInferenceGrad, LaunchBatchNormInferenceGrad,
+                      act, dtype, in(0), in(1), in(2), in(3), in(4), in(5),
+                      eps, MutableData(out0), MutableData(out1),
+                      MutableData(out2), layout);
+        break;
+    }
+#undef TF_OPS_BN_RUN
+#if TF_OPS_WITH_CUDA
+    OP_REQUIRES(ctx, error == nullptr,
+                absl::InternalError(absl::StrCat(
+                    PhaseName(kPhase), ": CUDA kernel launch failed: ",
+                    error == nullptr ? "" : error)));
+#endif
+  }
+
+ private:
+  BatchNormAttrs attrs_;
+};
+
+}  // namespace
+
+using tensorflow::register_kernel::Name;
+
+#if TF_OPS_WITH_CUDA
+#define TF_OPS_BN_DEVICE tensorflow::DEVICE_GPU
+#else
+#define TF_OPS_BN_DEVICE tensorflow::DEVICE_CPU
+#endif
+
+#define TF_OPS_REGISTER_BATCH_NORM(T, U)                                      \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTraining")                     \
+                              .Device(TF_OPS_BN_DEVICE)                       \
+                              .TypeConstraint<T>("T")                         \
+                              .TypeConstraint<U>("U"),                        \
+                          BatchNormOp<T, Phase::kTraining>);                  \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTrainingGrad")                 \
+                              .Device(TF_OPS_BN_DEVICE)                       \
+                              .TypeConstraint<T>("T")                         \
+                              .TypeConstraint<U>("U"),                        \
+                          BatchNormOp<T, Phase::kTrainingGrad>);              \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormInference")                    \
+                              .Device(TF_OPS_BN_DEVICE)                       \
+                              .TypeConstraint<T>("T")                         \
+                              .TypeConstraint<U>("U"),                        \
+                          BatchNormOp<T, Phase::kInference>);                 \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormInferenceGrad")                \
+                              .Device(TF_OPS_BN_DEVICE)                       \
+                              .TypeConstraint<T>("T")                         \
+                              .TypeConstraint<U>("U"),                        \
+                          BatchNormOp<T, Phase::kInferenceGrad>);
+
+TF_OPS_REGISTER_BATCH_NORM(Eigen::half, float)
+TF_OPS_REGISTER_BATCH_NORM(Eigen::bfloat16, float)
+TF_OPS_REGISTER_BATCH_NORM(float, float)
+TF_OPS_REGISTER_BATCH_NORM(double, double)
+
+}  // namespace tf_ops

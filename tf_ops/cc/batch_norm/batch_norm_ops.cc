@@ -1,0 +1,215 @@
+// The batch normalization + activation ops (math: batch_norm_math.h):
+//   TfOps>BatchNormTraining      x, scale, offset -> y, batch_mean,
+//                                batch_variance
+//   TfOps>BatchNormTrainingGrad  y_backprop, x, scale, offset, batch_mean,
+//                                batch_variance, mean_backprop,
+//                                variance_backprop
+//                                -> x_backprop, scale_backprop, offset_backprop
+//   TfOps>BatchNormInference     x, scale, offset, mean, variance -> y
+//   TfOps>BatchNormInferenceGrad y_backprop, x, scale, offset, mean, variance
+//                                -> x_backprop, scale_backprop, offset_backprop
+// x, y and their gradients: T in {half, bfloat16, float, double}; the
+// per-channel tensors: U, float (double for double x). Shapes are checked
+// here where known, and by the kernels at run time.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
+
+namespace tf_ops {
+namespace {
+
+using tensorflow::DataType;
+using tensorflow::shape_inference::DimensionHandle;
+using tensorflow::shape_inference::InferenceContext;
+using tensorflow::shape_inference::ShapeHandle;
+
+// Checks the attributes, the rank and axis of input `x_index`, U against T,
+// and that inputs [first_channel, last_channel] are 1-D with one element per
+// channel. Sets *x to x's shape and *channels to the channel dimension.
+absl::Status CheckInputs(InferenceContext* c, const std::string& op,
+                         int x_index,
+                         const std::vector<std::pair<int, const char*>>& vecs,
+                         ShapeHandle* x, DimensionHandle* channels) {
+  BatchNormAttrs attrs;
+  TF_RETURN_IF_ERROR(ReadBatchNormAttrs(c, op, &attrs));
+  DataType t, u;
+  TF_RETURN_IF_ERROR(c->GetAttr("T", &t));
+  TF_RETURN_IF_ERROR(c->GetAttr("U", &u));
+  if ((t == tensorflow::DT_DOUBLE) != (u == tensorflow::DT_DOUBLE)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": the per-channel tensors must be float64 for float64 x and "
+        "float32 otherwise, got x ", tensorflow::DataTypeString(t), " and ",
+        tensorflow::DataTypeString(u)));
+  }
+  *x = c->input(x_index);
+  *channels = c->UnknownDim();
+  if (c->RankKnown(*x)) {
+    int axis = 0;
+    TF_RETURN_IF_ERROR(
+        NormalizeBatchNormAxis(op, attrs.axis, c->Rank(*x), &axis));
+    *channels = c->Dim(*x, axis);
+  }
+  for (const auto& [index, name] : vecs) {
+    ShapeHandle v;
+    if (!c->WithRank(c->input(index), 1, &v).ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ", name, " must be 1-D (one element per channel), "
+                       "got shape ", c->DebugString(c->input(index))));
+    }
+    DimensionHandle merged;
+    if (!c->Merge(*channels, c->Dim(v, 0), &merged).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": ", name, " must have one element per channel (axis ",
+          attrs.axis, " of x), got x ", c->DebugString(*x), " and ", name, " ",
+          c->DebugString(v)));
+    }
+    *channels = merged;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGradients(InferenceContext* c, const std::string& op,
+                            ShapeHandle x, ShapeHandle* out) {
+  if (!c->Merge(c->input(0), x, out).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": y_backprop and x must have the same shape, got ",
+        c->DebugString(c->input(0)), " and ", c->DebugString(x)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingShape(InferenceContext* c) {
+  ShapeHandle x;
+  DimensionHandle channels;
+  TF_RETURN_IF_ERROR(CheckInputs(c, "TfOps>BatchNormTraining", 0,
+                                 {{1, "scale"}, {2, "offset"}}, &x, &channels));
+  c->set_output(0, x);
+  c->set_output(1, c->Vector(channels));
+  c->set_output(2, c->Vector(channels));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingGradShape(InferenceContext* c) {
+  const std::string op = "TfOps>BatchNormTrainingGrad";
+  ShapeHandle x, dx;
+  DimensionHandle channels;
+  TF_RETURN_IF_ERROR(CheckInputs(
+      c, op, 1,
+      {{2, "scale"}, {3, "offset"}, {4, "batch_mean"}, {5, "batch_variance"},
+       {6, "mean_backprop"}, {7, "variance_backprop"}},
+      &x, &channels));
+  TF_RETURN_IF_ERROR(CheckGradients(c, op, x, &dx));
+  c->set_output(0, dx);
+  c->set_output(1, c->Vector(channels));
+  c->set_output(2, c->Vector(channels));
+  return absl::OkStatus();
+}
+
+absl::Status InferenceShape(InferenceContext* c) {
+  ShapeHandle x;
+  DimensionHandle channels;
+  TF_RETURN_IF_ERROR(CheckInputs(
+      c, "TfOps>BatchNormInference", 0,
+      {{1, "scale"}, {2, "offset"}, {3, "mean"}, {4, "variance"}}, &x,
+      &channels));
+  c->set_output(0, x);
+  return absl::OkStatus();
+}
+
+absl::Status InferenceGradShape(InferenceContext* c) {
+  const std::string op = "TfOps>BatchNormInferenceGrad";
+  ShapeHandle x, dx;
+  DimensionHandle channels;
+  TF_RETURN_IF_ERROR(CheckInputs(
+      c, op, 1,
+      {{2, "scale"}, {3, "offset"}, {4, "mean"}, {5, "variance"}}, &x,
+      &channels));
+  TF_RETURN_IF_ERROR(CheckGradients(c, op, x, &dx));
+  c->set_output(0, dx);
+  c->set_output(1, c->Vector(channels));
+  c->set_output(2, c->Vector(channels));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+#define TF_OPS_BATCH_NORM_ATTRS                                      \
+  Attr("T: {half, bfloat16, float, double}")                         \
+      .Attr("U: {float, double}")                                    \
+      .Attr("epsilon: float = 0.001")                                \
+      .Attr("axis: int = -1")                                        \
+      .Attr("activation: string = 'Identity'")                       \
+      .Attr("alpha: float = 0.2")                                    \
+      .Attr("beta: float = 1.0")                                     \
+      .Attr("approximate: bool = false")
+
+REGISTER_OP("TfOps>BatchNormTraining")
+    .Input("x: T")
+    .Input("scale: U")
+    .Input("offset: U")
+    .Output("y: T")
+    .Output("batch_mean: U")
+    .Output("batch_variance: U")
+    .TF_OPS_BATCH_NORM_ATTRS
+    .SetShapeFn(TrainingShape)
+    .Doc("y = f(x * s + t), s = scale * rsqrt(batch_variance + epsilon), t = "
+         "offset - batch_mean * s, with the batch mean and biased variance of "
+         "x over every axis but `axis` (accumulated in float32 for half and "
+         "bfloat16, float64 otherwise; bit-identical for any thread count), "
+         "f = `activation` (alpha: LeakyRelu, Elu, Celu; beta: Swish; "
+         "approximate: Gelu). Two passes over x.");
+
+REGISTER_OP("TfOps>BatchNormTrainingGrad")
+    .Input("y_backprop: T")
+    .Input("x: T")
+    .Input("scale: U")
+    .Input("offset: U")
+    .Input("batch_mean: U")
+    .Input("batch_variance: U")
+    .Input("mean_backprop: U")
+    .Input("variance_backprop: U")
+    .Output("x_backprop: T")
+    .Output("scale_backprop: U")
+    .Output("offset_backprop: U")
+    .TF_OPS_BATCH_NORM_ATTRS
+    .SetShapeFn(TrainingGradShape)
+    .Doc("The gradients of TfOps>BatchNormTraining's three outputs back to x, "
+         "scale and offset (the batch statistics as functions of x), "
+         "recomputing the normalised value and f' from x. Two passes over x "
+         "and y_backprop.");
+
+REGISTER_OP("TfOps>BatchNormInference")
+    .Input("x: T")
+    .Input("scale: U")
+    .Input("offset: U")
+    .Input("mean: U")
+    .Input("variance: U")
+    .Output("y: T")
+    .TF_OPS_BATCH_NORM_ATTRS
+    .SetShapeFn(InferenceShape)
+    .Doc("y = f(x * s + t), s = scale * rsqrt(variance + epsilon), t = offset "
+         "- mean * s, with the given (moving) statistics. One pass.");
+
+REGISTER_OP("TfOps>BatchNormInferenceGrad")
+    .Input("y_backprop: T")
+    .Input("x: T")
+    .Input("scale: U")
+    .Input("offset: U")
+    .Input("mean: U")
+    .Input("variance: U")
+    .Output("x_backprop: T")
+    .Output("scale_backprop: U")
+    .Output("offset_backprop: U")
+    .TF_OPS_BATCH_NORM_ATTRS
+    .SetShapeFn(InferenceGradShape)
+    .Doc("x_backprop = s * dz, scale_backprop = rsqrt(variance + epsilon) * "
+         "sum(dz * (x - mean)), offset_backprop = sum(dz), dz = y_backprop * "
+         "f'(x * s + t), with the statistics held fixed. One pass.");
+
+}  // namespace tf_ops

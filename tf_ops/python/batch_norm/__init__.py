@@ -1,0 +1,1 @@
+"""Fused batch normalization + activation: ops' wrappers, gradients and the Keras layer."""

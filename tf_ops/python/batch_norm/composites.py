@@ -1,0 +1,106 @@
+"""The batch-norm ops as compositions of TensorFlow built-in ops: Keras 3's own math
+(``tf.nn.moments``' mean and biased variance of ``x - stop_gradient(mean)``, and
+``tf.nn.batch_normalization``'s ``x * s + (offset - mean * s)``), then the activation's
+portable composite (``activation/table.py``). Half and bfloat16 compute in float32 and
+are rounded once, as the kernels.
+
+Built under `tf_ops.portable()` (exports that run without the library) and while XLA
+traces the ops. Their gradients are TensorFlow's autodiff; the grad ops' composites are
+that autodiff written out (a VJP), which also serves as the grad ops' own gradient
+(second and higher orders).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tf_ops.python.activation.table import ACTIVATIONS
+
+_BY_OP = {entry.op: entry for entry in ACTIVATIONS}
+
+
+def _activation(name: str, alpha: float, beta: float, approximate: bool):
+    if name == "Identity":
+        return lambda z: z
+    entry = _BY_OP[name]
+    from tf_ops.python.core import op_info
+
+    attrs = {"alpha": alpha, "beta": beta, "approximate": approximate}
+    names = {a.name for a in op_info.attrs(op_info.NAMESPACE + entry.op)}
+    own = {k: v for k, v in attrs.items() if k in names}
+    return lambda z: entry.forward(z, **own)
+
+
+def _layout(x: tf.Tensor, axis: int):
+    rank = x.shape.rank
+    axis = axis % rank
+    axes = [d for d in range(rank) if d != axis]
+    shape = [1] * rank
+    shape[axis] = -1
+    return axes, shape
+
+
+def _compute(x):
+    return x.dtype if x.dtype in (tf.float32, tf.float64) else tf.float32
+
+
+def _normalize(x, scale, offset, mean, variance, epsilon, axis, act):
+    _, shape = _layout(x, axis)
+    xc = tf.cast(x, _compute(x))
+    inv = tf.math.rsqrt(tf.reshape(variance, shape) + epsilon) * tf.reshape(scale, shape)
+    z = xc * inv + (tf.reshape(offset, shape) - tf.reshape(mean, shape) * inv)
+    return tf.cast(act(z), x.dtype)
+
+
+def training(x, scale, offset, *, epsilon, axis, activation, alpha, beta, approximate,
+             exact_derivatives=False):
+    """TfOps>BatchNormTraining: (y, batch_mean, batch_variance). Keras stops the
+    gradient of the mean inside the variance (the same first derivative, as the
+    deviations sum to 0); `exact_derivatives` keeps it, for the grad ops' gradients
+    (second order and up)."""
+    act = _activation(activation, alpha, beta, approximate)
+    axes, _ = _layout(x, axis)
+    xc = tf.cast(x, _compute(x))
+    mean = tf.reduce_mean(xc, axes, keepdims=True)
+    centre = mean if exact_derivatives else tf.stop_gradient(mean)
+    variance = tf.reduce_mean(tf.math.squared_difference(xc, centre), axes, keepdims=True)
+    mean, variance = tf.reshape(mean, [-1]), tf.reshape(variance, [-1])
+    y = _normalize(x, scale, offset, mean, variance, epsilon, axis, act)
+    return y, mean, variance
+
+
+def inference(x, scale, offset, mean, variance, *, epsilon, axis, activation, alpha, beta,
+              approximate):
+    """TfOps>BatchNormInference: y."""
+    act = _activation(activation, alpha, beta, approximate)
+    return _normalize(x, scale, offset, mean, variance, epsilon, axis, act)
+
+
+def training_grad(dy, x, scale, offset, batch_mean, batch_variance, mean_backprop,
+                  variance_backprop, **attrs):
+    """TfOps>BatchNormTrainingGrad: the VJP of `training` (the statistics recomputed
+    from x, as functions of it)."""
+    del batch_mean, batch_variance
+    with tf.GradientTape() as tape:
+        tape.watch([x, scale, offset])
+        outputs = training(x, scale, offset, exact_derivatives=True, **attrs)
+    return tuple(tape.gradient(outputs, [x, scale, offset],
+                               output_gradients=[dy, mean_backprop, variance_backprop],
+                               unconnected_gradients=tf.UnconnectedGradients.ZERO))
+
+
+def inference_grad(dy, x, scale, offset, mean, variance, **attrs):
+    """TfOps>BatchNormInferenceGrad: the VJP of `inference` for x, scale, offset."""
+    with tf.GradientTape() as tape:
+        tape.watch([x, scale, offset])
+        y = inference(x, scale, offset, mean, variance, **attrs)
+    return tuple(tape.gradient(y, [x, scale, offset], output_gradients=dy,
+                               unconnected_gradients=tf.UnconnectedGradients.ZERO))
+
+
+COMPOSITES = {
+    "BatchNormTraining": training,
+    "BatchNormTrainingGrad": training_grad,
+    "BatchNormInference": inference,
+    "BatchNormInferenceGrad": inference_grad,
+}

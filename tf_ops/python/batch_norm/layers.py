@@ -1,0 +1,105 @@
+"""`tf_ops.layers.BatchNormalization`: `keras.layers.BatchNormalization` computed by
+the fused batch-norm ops, plus an ``activation=`` argument that fuses the activation
+that follows it.
+
+A subclass of Keras's layer: the same constructor arguments, weights (gamma, beta,
+moving_mean, moving_variance, created by Keras's own ``build``), config (plus
+``activation``) and checkpoints (a checkpoint loads into either class). Only ``call``
+differs:
+- training (``training=True`` and ``trainable``): one ``TfOps>BatchNormTraining`` op
+  gives y and the batch mean and biased variance, and the moving averages are updated
+  as Keras updates them, ``m * momentum + batch * (1 - momentum)``; the backward is one
+  ``TfOps>BatchNormTrainingGrad``;
+- otherwise (inference, or ``trainable=False``): ``TfOps>BatchNormInference`` with the
+  moving statistics, whose backward (fine-tuning with frozen statistics) is one
+  ``TfOps>BatchNormInferenceGrad``;
+- Keras's own ``call`` (then the activation, unfused) for what the ops do not cover:
+  a mask (Keras's weighted moments), ``renorm=True``, and ``synchronized=True`` under
+  a tf.distribute strategy with more than one replica (Keras's all-reduced moments).
+Half and bfloat16 inputs (mixed precision) are read directly by the ops, which compute
+in float32 as Keras's cast does; jit_compile and `tf_ops.portable()` build Keras's
+own math from TensorFlow built-ins. An empty batch behaves as Keras's layer: the batch
+statistics, and so the moving averages after a training step, are NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tf_ops.python.batch_norm import functions
+from tf_ops.python.batch_norm.activation_spec import resolve
+
+PACKAGE = "tf_ops"
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class BatchNormalization(keras.layers.BatchNormalization):
+    """`keras.layers.BatchNormalization` by fused ops, with an optional fused
+    activation (``activation="swish"``, ``tf_ops.gelu``, ``"relu"``, ...).
+
+    Example:
+      >>> layer = tf_ops.layers.BatchNormalization(activation="swish")
+      >>> y = layer(np.ones((4, 3), "float32"), training=True)
+      >>> y.shape, [w.name for w in layer.weights]
+      (TensorShape([4, 3]), ['gamma', 'beta', 'moving_mean', 'moving_variance'])
+    """
+
+    def __init__(self, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3,
+                 center: bool = True, scale: bool = True, activation: Any = None,
+                 **kwargs):
+        if not 0.0 <= float(momentum) <= 1.0:
+            raise ValueError(f"BatchNormalization: momentum must be in [0, 1], got {momentum}")
+        if not float(epsilon) > 0.0 or float(epsilon) == float("inf"):
+            raise ValueError(f"BatchNormalization: epsilon must be finite and > 0, got {epsilon}")
+        super().__init__(axis=axis, momentum=momentum, epsilon=epsilon, center=center,
+                         scale=scale, **kwargs)
+        self._activation_spec = resolve(activation)
+
+    @property
+    def activation(self):
+        return self._activation_spec.name
+
+    def _keras_path(self, mask) -> bool:
+        if mask is not None or getattr(self, "renorm", False):
+            return True
+        if self.synchronized and tf.distribute.has_strategy():
+            ctx = tf.distribute.get_replica_context()
+            return ctx is not None and ctx.num_replicas_in_sync > 1
+        return False
+
+    def call(self, inputs, training=None, mask=None):
+        if self._keras_path(mask):
+            outputs = super().call(inputs, training=training, mask=mask)
+            return self._activation_spec.apply(outputs)
+        x = tf.convert_to_tensor(inputs)
+        u = functions.channel_dtype(x.dtype)
+        gamma = tf.cast(self.gamma, u) if self.scale else None
+        beta = tf.cast(self.beta, u) if self.center else None
+        spec = self._activation_spec
+        if training and self.trainable:
+            y, mean, variance = functions.batch_norm(
+                x, gamma, beta, axis=self.axis, epsilon=self.epsilon, activation=spec)
+            moving_mean = tf.cast(self.moving_mean, u)
+            moving_variance = tf.cast(self.moving_variance, u)
+            self.moving_mean.assign(tf.cast(
+                moving_mean * self.momentum + mean * (1.0 - self.momentum),
+                self.moving_mean.dtype))
+            self.moving_variance.assign(tf.cast(
+                moving_variance * self.momentum + variance * (1.0 - self.momentum),
+                self.moving_variance.dtype))
+        else:
+            y = functions.batch_norm_inference(
+                x, self.moving_mean, self.moving_variance, gamma, beta, axis=self.axis,
+                epsilon=self.epsilon, activation=spec)
+        return tf.cast(y, self.compute_dtype) if y.dtype != self.compute_dtype else y
+
+    def get_config(self):
+        config = super().get_config()
+        config["activation"] = self._activation_spec.config()
+        return config
+
+
+LAYERS = {"BatchNormalization": BatchNormalization}
