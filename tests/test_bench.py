@@ -124,6 +124,8 @@ def test_every_forward_op_has_a_benchmark_case():
     assert norm_ops <= norm_bench.BENCHED_OPS, f"no norm benchmark for {norm_ops - norm_bench.BENCHED_OPS}"
     plain_ops = forward_ops - fused_ops - norm_ops
     plain_ops -= softmax_bench.BENCHED_OPS
+    from tf_ops.bench import batch_norm as batch_norm_bench  # batch norm + activation
+    plain_ops -= batch_norm_bench.BENCHED_OPS
     assert plain_ops <= set(CASES), f"no benchmark case for {plain_ops - set(CASES)}"
 
 

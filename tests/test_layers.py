@@ -51,7 +51,7 @@ def test_public_module():
     # The activation layers, and the fused Dense layers (tests/test_fused_layers.py).
     assert sorted(tf_ops.layers.__all__) == sorted([*LAYERS, "Dense", "GatedDense",
                                                    "LayerNormalization", "RMSNormalization",
-                                                   "Softmax"])
+                                                   "Softmax", "BatchNormalization"])
 
 
 def test_defaults():

@@ -16,6 +16,10 @@ from tf_ops.python.core.library import BuildInfo as BuildInfo
 from tf_ops.python.core.gpu import GpuFallbackWarning as GpuFallbackWarning
 from tf_ops.python.core.gpu import GpuStatus as GpuStatus
 from tf_ops.python.core.cpu_info import active_cpu_isa as active_cpu_isa
+from tf_ops.python.batch_norm.functions import batch_norm as batch_norm
+from tf_ops.python.batch_norm.functions import batch_norm_grad as batch_norm_grad
+from tf_ops.python.batch_norm.functions import batch_norm_inference as batch_norm_inference
+from tf_ops.python.batch_norm.functions import batch_norm_inference_grad as batch_norm_inference_grad
 from tf_ops.python.core.library import build_info as build_info
 from tf_ops.python.fused.functions import gated as gated
 from tf_ops.python.core.library import gpu_status as gpu_status
@@ -41,6 +45,10 @@ __all__ = [
     'GpuFallbackWarning',
     'GpuStatus',
     'active_cpu_isa',
+    'batch_norm',
+    'batch_norm_grad',
+    'batch_norm_inference',
+    'batch_norm_inference_grad',
     'bias_celu_grad',
     'bias_elu_grad',
     'bias_gated_celu_grad',

@@ -13,6 +13,7 @@ from tf_ops.python.core.library import BuildInfo
 TensorLike = tf.types.experimental.TensorLike
 from tf_ops.python.activation.layers import FusedActivation
 
+from tf_ops.python.batch_norm.layers import BatchNormalization as BatchNormalization
 from tf_ops.python.fused.dense import Dense as Dense
 from tf_ops.python.fused.dense import GatedDense as GatedDense
 from tf_ops.python.norm.layers import LayerNormalization as LayerNormalization
@@ -20,6 +21,7 @@ from tf_ops.python.norm.layers import RMSNormalization as RMSNormalization
 from tf_ops.python.softmax.layers import Softmax as Softmax
 
 __all__ = [
+    'BatchNormalization',
     'CELU',
     'Dense',
     'ELU',

@@ -343,7 +343,13 @@ int main(int argc, char** argv) {
     const auto norm = tf_ops::RunNormSelftest(quick);
     passed += norm.first;
     failed += norm.second;
+  }
+  {
     const tf_ops::softmax_selftest::Result t = tf_ops::CheckSoftmaxFamily(quick);
+    passed += t.passed;
+    failed += t.failed;
+  }
+  {
     const auto t = tf_ops::batch_norm_selftest::RunAll(quick);
     passed += t.passed;
     failed += t.failed;

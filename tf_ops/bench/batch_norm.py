@@ -36,9 +36,26 @@ CASES = {
 }
 
 
-def _step(layers_, x, w):
-    """Forward and backward of the layers on x: y, dx, dgamma, dbeta."""
+# The ops these cases time (tests/test_bench.py: every forward op has a benchmark): the
+# training step runs TfOps>BatchNormTraining and its grad, the predict pass
+# TfOps>BatchNormInference.
+BENCHED_OPS = frozenset({"batch_norm_training", "batch_norm_inference"})
+PASSES = ("train", "predict")
+
+
+def _step(layers_, x, w, mode="train"):
+    """Forward and backward of the layers on x: y, dx, dgamma, dbeta ("train"); or the
+    forward with the moving statistics ("predict")."""
     bn = layers_[0]
+
+    if mode == "predict":
+        def predict():
+            y = x
+            for layer in layers_:
+                y = layer(y, training=False)
+            return y
+
+        return predict
 
     def run():
         with tf.GradientTape() as tape:
@@ -65,19 +82,21 @@ def bench_layers(cases, dtypes, budget_s: float) -> list[dict]:
                             keras.layers.Activation(keras_act, dtype=policy)]
             for layer in ours + keras_layers:
                 layer.build(shape)
-            candidates = {
-                "tf_ops": tf.function(_step(ours, x, w)),
-                "keras": tf.function(_step(keras_layers, x, w)),
-                "keras_xla": tf.function(_step(keras_layers, x, w), jit_compile=True),
-            }
-            t = {k: v.median for k, v in time_interleaved(candidates, 5, 40, budget_s).items()}
-            row = {"case": name, "shape": list(shape), "activation": keras_act, "dtype": dtype,
-                   "tf_ops_ms": t["tf_ops"] * 1e3, "vs_keras_graph": t["keras"] / t["tf_ops"],
-                   "vs_keras_xla": t["keras_xla"] / t["tf_ops"]}
-            rows.append(row)
-            print(f"{name:<8} {str(shape):<20} {keras_act:<6} {dtype:<9} tf_ops "
-                  f"{row['tf_ops_ms']:8.2f} ms   vs Keras graph {row['vs_keras_graph']:5.2f}x"
-                  f"   vs Keras XLA {row['vs_keras_xla']:5.2f}x", flush=True)
+            for mode in PASSES:
+                candidates = {
+                    "tf_ops": tf.function(_step(ours, x, w, mode)),
+                    "keras": tf.function(_step(keras_layers, x, w, mode)),
+                    "keras_xla": tf.function(_step(keras_layers, x, w, mode), jit_compile=True),
+                }
+                t = {k: v.median for k, v in time_interleaved(candidates, 5, 40, budget_s).items()}
+                row = {"case": name, "pass": mode, "shape": list(shape), "activation": keras_act,
+                       "dtype": dtype, "tf_ops_ms": t["tf_ops"] * 1e3,
+                       "vs_keras_graph": t["keras"] / t["tf_ops"],
+                       "vs_keras_xla": t["keras_xla"] / t["tf_ops"]}
+                rows.append(row)
+                print(f"{name:<8} {mode:<8} {str(shape):<20} {keras_act:<6} {dtype:<9} tf_ops "
+                      f"{row['tf_ops_ms']:8.2f} ms   vs Keras graph {row['vs_keras_graph']:5.2f}x"
+                      f"   vs Keras XLA {row['vs_keras_xla']:5.2f}x", flush=True)
     return rows
 
 
