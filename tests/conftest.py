@@ -14,6 +14,7 @@ searching beyond the fixed set: `pytest --hypothesis-profile=tf_ops-explore
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -66,13 +67,17 @@ def cpu_only_build(tmp_path_factory) -> types.SimpleNamespace:
     build = tmp / "build"
     cmake = shutil.which("cmake")
     assert cmake, "cmake is needed to build the library"
+    # Paths hashed relative to this copy: the quick and the slow tests each build it in a
+    # pytest run of their own (CI), and the second finds every object in ccache.
+    env = dict(os.environ, CCACHE_BASEDIR=str(tmp))
     configure = subprocess.run(
         [cmake, "-S", str(src), "-B", str(build), f"-DPython3_EXECUTABLE={sys.executable}",
          "-DTF_OPS_CUDA=OFF", "-DTF_OPS_XLA=OFF"],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env=env,
     )
     assert configure.returncode == 0, configure.stdout + configure.stderr
-    built = subprocess.run([cmake, "--build", str(build), "--parallel", "2"], capture_output=True, text=True)
+    built = subprocess.run([cmake, "--build", str(build), "--parallel", "2"], capture_output=True,
+                           text=True, env=env)
     assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
     return types.SimpleNamespace(src=src, configure=configure, build=built, tmp=tmp)
 
