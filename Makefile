@@ -41,7 +41,7 @@ ENGINE_TEST_DIR ?= build-engine-test
 ENGINE_TEST ?= 1
 WHEEL_BUILD_DIR ?= $(BUILD_DIR)-wheel
 # TensorFlow and the requirements file's checksum name the stamp, so changing either reinstalls.
-REQ_STAMP := $(VENV)/.installed-$(TF_DIST)-$(TF)-$(shell cksum requirements-dev.txt | cut -d' ' -f1)
+REQ_STAMP := $(VENV)/.installed-$(TF_DIST)-$(TF)-$(shell cat requirements-dev.txt requirements-keras-hub.txt | cksum | cut -d' ' -f1)
 TF_DISTRIBUTIONS := tensorflow tensorflow-cpu
 
 .PHONY: venv build engine-test test test-quick demo bench wheel compat gpu-selftest bazel-build clean
@@ -50,11 +50,12 @@ venv: $(REQ_STAMP)
 
 # The other TensorFlow distribution is removed first: both install the same files.
 # tools/pip_install.sh retries a download that is cut off.
-$(REQ_STAMP): requirements-dev.txt
+$(REQ_STAMP): requirements-dev.txt requirements-keras-hub.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	tools/pip_install.sh $(PY) --quiet --upgrade pip
 	$(PY) -m pip uninstall --quiet --yes $(filter-out $(TF_DIST),$(TF_DISTRIBUTIONS))
 	tools/pip_install.sh $(PY) --quiet "$(TF_DIST)==$(TF).*" -r requirements-dev.txt
+	tools/pip_install.sh $(PY) --quiet --no-deps -r requirements-keras-hub.txt
 	rm -f $(VENV)/.installed-* && touch $@
 
 # The last step is the development install: a .pth file in the venv's site-packages puts this
@@ -72,18 +73,16 @@ build: venv
 	  line = sys.argv[1] + "\n"; \
 	  pth.exists() and pth.read_text() == line or pth.write_text(line)' $(CURDIR)
 
-# The CPU engine and activation math, TF-free, built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (Eigen for half/bfloat16 comes from the TF wheel).
+# The CPU engines and their math, TF-free, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (Eigen for half/bfloat16 comes from the TF wheel): every
+# program tests/engine/CMakeLists.txt names (tf_ops_engine_test), run by ctest.
 engine-test: venv
 	mkdir -p $(ENGINE_TEST_DIR)
 	cmake -S tests/engine -B $(ENGINE_TEST_DIR) -DPython3_EXECUTABLE=$(abspath $(PY)) \
 	  > $(ENGINE_TEST_DIR)/configure.log 2>&1 \
 	  || (cat $(ENGINE_TEST_DIR)/configure.log; exit 1)
 	cmake --build $(ENGINE_TEST_DIR) --parallel 2
-	$(ENGINE_TEST_DIR)/engine_sanitizer_test
-	$(ENGINE_TEST_DIR)/fused_engine_sanitizer_test
-	$(ENGINE_TEST_DIR)/norm_engine_sanitizer_test
-	$(ENGINE_TEST_DIR)/softmax_engine_sanitizer_test
+	cd $(ENGINE_TEST_DIR) && ctest --output-on-failure --timeout 1800
 
 test: build $(if $(filter 0,$(ENGINE_TEST)),,engine-test)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -306,22 +306,7 @@ void GradGrad(const Op& op, Dtype dtype, const void* u, const void* g,
     GradGrad<F16C>(op, dtype, u, g, v, d_g, d_v, begin, end);                 \
   }
 
-TF_OPS_ISA_VARIANT(Baseline, , false)
-#if defined(__x86_64__)
-TF_OPS_ISA_VARIANT(Avx2, __attribute__((target("avx2,fma,f16c,bmi2"))), true)
-TF_OPS_ISA_VARIANT(Avx512,
-                   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,"
-                                         "avx2,fma,f16c,bmi2,"
-                                         "prefer-vector-width=512"))),
-                   true)
-#else
-#define ForwardAvx2 ForwardBaseline
-#define BackwardAvx2 BackwardBaseline
-#define ForwardAvx512 ForwardBaseline
-#define BackwardAvx512 BackwardBaseline
-#define GradGradAvx2 GradGradBaseline
-#define GradGradAvx512 GradGradBaseline
-#endif
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
 #undef TF_OPS_ISA_VARIANT
 
 }  // namespace
@@ -329,41 +314,20 @@ TF_OPS_ISA_VARIANT(Avx512,
 template <typename Op>
 void CpuForward(const Op& op, Dtype dtype, const void* x, void* y,
                 int64_t begin, int64_t end) {
-  switch (ActiveCpuIsa()) {
-    case CpuIsa::kAvx512:
-      return ForwardAvx512(op, dtype, x, y, begin, end);
-    case CpuIsa::kAvx2:
-      return ForwardAvx2(op, dtype, x, y, begin, end);
-    case CpuIsa::kBaseline:
-      return ForwardBaseline(op, dtype, x, y, begin, end);
-  }
+  TF_OPS_CPU_ISA_DISPATCH(Forward, op, dtype, x, y, begin, end)
 }
 
 template <typename Op>
 void CpuBackward(const Op& op, Dtype dtype, const void* g, const void* v,
                  void* dx, int64_t begin, int64_t end) {
-  switch (ActiveCpuIsa()) {
-    case CpuIsa::kAvx512:
-      return BackwardAvx512(op, dtype, g, v, dx, begin, end);
-    case CpuIsa::kAvx2:
-      return BackwardAvx2(op, dtype, g, v, dx, begin, end);
-    case CpuIsa::kBaseline:
-      return BackwardBaseline(op, dtype, g, v, dx, begin, end);
-  }
+  TF_OPS_CPU_ISA_DISPATCH(Backward, op, dtype, g, v, dx, begin, end)
 }
 
 template <typename Op>
 void CpuGradGrad(const Op& op, Dtype dtype, const void* u, const void* g,
                  const void* v, void* d_g, void* d_v, int64_t begin,
                  int64_t end) {
-  switch (ActiveCpuIsa()) {
-    case CpuIsa::kAvx512:
-      return GradGradAvx512(op, dtype, u, g, v, d_g, d_v, begin, end);
-    case CpuIsa::kAvx2:
-      return GradGradAvx2(op, dtype, u, g, v, d_g, d_v, begin, end);
-    case CpuIsa::kBaseline:
-      return GradGradBaseline(op, dtype, u, g, v, d_g, d_v, begin, end);
-  }
+  TF_OPS_CPU_ISA_DISPATCH(GradGrad, op, dtype, u, g, v, d_g, d_v, begin, end)
 }
 
 #define TF_OPS_INSTANTIATE_CPU(Name)                                          \

@@ -358,7 +358,7 @@ inline void StatsAny(Dtype dtype, const void* x, const Tiling& t,
   });
 }
 
-#define TF_OPS_BN_ISA_VARIANT(Suffix, TARGET)                                 \
+#define TF_OPS_BN_ISA_VARIANT(Suffix, TARGET, F16C)                           \
   template <typename Op>                                                      \
   TARGET __attribute__((flatten, noinline)) void Forward##Suffix(             \
       const Op& op, Dtype dtype, const void* x, void* y, const Tiling& t,     \
@@ -383,47 +383,31 @@ inline void StatsAny(Dtype dtype, const void* x, const Tiling& t,
     StatsAny(dtype, x, t, scratch, begin, end);                               \
   }
 
-TF_OPS_BN_ISA_VARIANT(Baseline, )
-#if defined(__x86_64__)
-TF_OPS_BN_ISA_VARIANT(Avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
-TF_OPS_BN_ISA_VARIANT(Avx512,
-                      __attribute__((target(
-                          "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,"
-                          "f16c,bmi2,prefer-vector-width=512"))))
-#define TF_OPS_BN_DISPATCH(Name, ...)   \
-  switch (ActiveCpuIsa()) {             \
-    case CpuIsa::kAvx512:               \
-      return Name##Avx512(__VA_ARGS__); \
-    case CpuIsa::kAvx2:                 \
-      return Name##Avx2(__VA_ARGS__);   \
-    case CpuIsa::kBaseline:             \
-      return Name##Baseline(__VA_ARGS__); \
-  }
-#else
-#define TF_OPS_BN_DISPATCH(Name, ...) return Name##Baseline(__VA_ARGS__);
-#endif
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_BN_ISA_VARIANT)
 #undef TF_OPS_BN_ISA_VARIANT
 
 template <typename Op>
 void Forward(const Op& op, Dtype dtype, const void* x, void* y,
              const Tiling& t, double* scratch, int64_t begin, int64_t end) {
-  TF_OPS_BN_DISPATCH(Forward, op, dtype, x, y, t, scratch, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(Forward, op, dtype, x, y, t, scratch, begin, end)
 }
 template <typename Op>
 void TrainingDxPass(const Op& op, Dtype dtype, const void* dy, const void* x,
                     void* dx, const Tiling& t, double* scratch, int64_t begin,
                     int64_t end) {
-  TF_OPS_BN_DISPATCH(TrainingDx, op, dtype, dy, x, dx, t, scratch, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(TrainingDx,
+                          op, dtype, dy, x, dx, t, scratch, begin, end)
 }
 template <typename Op>
 void GradSums(const Op& op, Dtype dtype, const void* dy, const void* x,
               void* dx, const Tiling& t, double* scratch, int64_t begin,
               int64_t end) {
-  TF_OPS_BN_DISPATCH(GradSums, op, dtype, dy, x, dx, t, scratch, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(GradSums,
+                          op, dtype, dy, x, dx, t, scratch, begin, end)
 }
 void Stats(Dtype dtype, const void* x, const Tiling& t, double* scratch,
            int64_t begin, int64_t end) {
-  TF_OPS_BN_DISPATCH(Stats, dtype, x, t, scratch, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(Stats, dtype, x, t, scratch, begin, end)
 }
 
 // ------------------------------------------------- per-channel steps ----

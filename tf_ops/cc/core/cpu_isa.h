@@ -29,4 +29,40 @@ const char* CpuIsaName(CpuIsa isa);
 
 }  // namespace tf_ops
 
+// Compiling a loop once per instruction set, the one idiom every CPU engine
+// uses. An engine writes its entry points as a macro VARIANT(Suffix, TARGET,
+// F16C): functions named Name##Suffix, declared
+//   TARGET __attribute__((flatten, noinline))
+// so that everything they call is inlined and compiled for TARGET (F16C says
+// whether that target has the half <-> float instructions). Then
+//   TF_OPS_FOR_EACH_CPU_ISA(VARIANT)
+// defines NameBaseline, NameAvx2 and NameAvx512 (only NameBaseline off x86-64),
+// and inside a function returning the same type
+//   TF_OPS_CPU_ISA_DISPATCH(Name, args...)
+// returns the variant for ActiveCpuIsa().
+#define TF_OPS_TARGET_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
+#define TF_OPS_TARGET_AVX512                                        \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma," \
+                        "f16c,bmi2,prefer-vector-width=512")))
+
+#if defined(__x86_64__)
+#define TF_OPS_FOR_EACH_CPU_ISA(VARIANT)     \
+  VARIANT(Baseline, , false)                 \
+  VARIANT(Avx2, TF_OPS_TARGET_AVX2, true)    \
+  VARIANT(Avx512, TF_OPS_TARGET_AVX512, true)
+#define TF_OPS_CPU_ISA_DISPATCH(Name, ...)    \
+  switch (::tf_ops::ActiveCpuIsa()) {         \
+    case ::tf_ops::CpuIsa::kAvx512:           \
+      return Name##Avx512(__VA_ARGS__);       \
+    case ::tf_ops::CpuIsa::kAvx2:             \
+      return Name##Avx2(__VA_ARGS__);         \
+    case ::tf_ops::CpuIsa::kBaseline:         \
+      break;                                  \
+  }                                           \
+  return Name##Baseline(__VA_ARGS__);
+#else
+#define TF_OPS_FOR_EACH_CPU_ISA(VARIANT) VARIANT(Baseline, , false)
+#define TF_OPS_CPU_ISA_DISPATCH(Name, ...) return Name##Baseline(__VA_ARGS__);
+#endif
+
 #endif  // TF_OPS_CC_CPU_ISA_H_

@@ -330,7 +330,7 @@ void GatedGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
 }
 
 // One copy of each per instruction set; `flatten` inlines all they call.
-#define TF_OPS_FUSED_ISA_VARIANT(Suffix, TARGET)                              \
+#define TF_OPS_FUSED_ISA_VARIANT(Suffix, TARGET, F16C)                        \
   template <typename Op>                                                      \
   TARGET __attribute__((flatten, noinline)) void BiasForward##Suffix(         \
       const Op& op, Dtype dtype, const void* x, const void* b, void* y,       \
@@ -366,25 +366,7 @@ void GatedGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
     GatedGradAny(op, dtype, g, x, dx, half, begin, end);                      \
   }
 
-TF_OPS_FUSED_ISA_VARIANT(Baseline, )
-#if defined(__x86_64__)
-TF_OPS_FUSED_ISA_VARIANT(Avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
-TF_OPS_FUSED_ISA_VARIANT(Avx512,
-                         __attribute__((target(
-                             "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,"
-                             "f16c,bmi2,prefer-vector-width=512"))))
-#define TF_OPS_FUSED_DISPATCH(Name, ...)           \
-  switch (ActiveCpuIsa()) {                        \
-    case CpuIsa::kAvx512:                          \
-      return Name##Avx512(__VA_ARGS__);            \
-    case CpuIsa::kAvx2:                            \
-      return Name##Avx2(__VA_ARGS__);              \
-    case CpuIsa::kBaseline:                        \
-      return Name##Baseline(__VA_ARGS__);          \
-  }
-#else
-#define TF_OPS_FUSED_DISPATCH(Name, ...) return Name##Baseline(__VA_ARGS__);
-#endif
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_FUSED_ISA_VARIANT)
 #undef TF_OPS_FUSED_ISA_VARIANT
 
 }  // namespace
@@ -418,7 +400,8 @@ BiasGradTiling MakeGatedBiasGradTiling(int64_t half, int64_t rows) {
 template <typename Op>
 void CpuBiasForward(const Op& op, Dtype dtype, const void* x, const void* bias,
                     void* y, BiasLayout layout, int64_t begin, int64_t end) {
-  TF_OPS_FUSED_DISPATCH(BiasForward, op, dtype, x, bias, y, layout, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(BiasForward,
+                          op, dtype, x, bias, y, layout, begin, end)
 }
 
 template <typename Op>
@@ -426,15 +409,15 @@ void CpuBiasGradTiles(const Op& op, Dtype dtype, const void* g, const void* x,
                       const void* bias, void* dx, void* partials,
                       const BiasGradTiling& tiling, int64_t tile_begin,
                       int64_t tile_end) {
-  TF_OPS_FUSED_DISPATCH(BiasGrad, op, dtype, g, x, bias, dx, partials, tiling,
-                        tile_begin, tile_end)
+  TF_OPS_CPU_ISA_DISPATCH(BiasGrad, op, dtype, g, x, bias, dx, partials,
+                          tiling, tile_begin, tile_end)
 }
 
 template <typename Op>
 void CpuGatedForward(const Op& op, Dtype dtype, const void* x,
                      const void* bias, void* y, int64_t half, int64_t begin,
                      int64_t end) {
-  TF_OPS_FUSED_DISPATCH(GatedForward, op, dtype, x, bias, y, half, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(GatedForward, op, dtype, x, bias, y, half, begin, end)
 }
 
 template <typename Op>
@@ -442,14 +425,14 @@ void CpuBiasGatedGradTiles(const Op& op, Dtype dtype, const void* g,
                            const void* x, const void* bias, void* dx,
                            void* partials, const BiasGradTiling& tiling,
                            int64_t tile_begin, int64_t tile_end) {
-  TF_OPS_FUSED_DISPATCH(BiasGatedGrad, op, dtype, g, x, bias, dx, partials,
-                        tiling, tile_begin, tile_end)
+  TF_OPS_CPU_ISA_DISPATCH(BiasGatedGrad, op, dtype, g, x, bias, dx, partials,
+                          tiling, tile_begin, tile_end)
 }
 
 template <typename Op>
 void CpuGatedGrad(const Op& op, Dtype dtype, const void* g, const void* x,
                   void* dx, int64_t half, int64_t begin, int64_t end) {
-  TF_OPS_FUSED_DISPATCH(GatedGrad, op, dtype, g, x, dx, half, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(GatedGrad, op, dtype, g, x, dx, half, begin, end)
 }
 
 void CpuBiasGradReduce(Dtype dtype, const void* partials_raw,

@@ -224,7 +224,7 @@ void GradAny(Dtype dtype, const NormGradTiling& t, const void* dy,
   });
 }
 
-#define TF_OPS_NORM_ISA_VARIANT(Suffix, TARGET)                              \
+#define TF_OPS_NORM_ISA_VARIANT(Suffix, TARGET, F16C)                         \
   TARGET __attribute__((flatten, noinline)) void NormForward##Suffix(        \
       Dtype dtype, const NormShape& shape, double epsilon, const void* x,    \
       const void* r, const void* gamma, const void* beta, void* h, void* y,  \
@@ -240,25 +240,7 @@ void GradAny(Dtype dtype, const NormGradTiling& t, const void* dy,
             tile_begin, tile_end);                                           \
   }
 
-TF_OPS_NORM_ISA_VARIANT(Baseline, )
-#if defined(__x86_64__)
-TF_OPS_NORM_ISA_VARIANT(Avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
-TF_OPS_NORM_ISA_VARIANT(Avx512,
-                        __attribute__((target(
-                            "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,"
-                            "f16c,bmi2,prefer-vector-width=512"))))
-#define TF_OPS_NORM_DISPATCH(Name, ...) \
-  switch (ActiveCpuIsa()) {             \
-    case CpuIsa::kAvx512:               \
-      return Name##Avx512(__VA_ARGS__); \
-    case CpuIsa::kAvx2:                 \
-      return Name##Avx2(__VA_ARGS__);   \
-    case CpuIsa::kBaseline:             \
-      return Name##Baseline(__VA_ARGS__); \
-  }
-#else
-#define TF_OPS_NORM_DISPATCH(Name, ...) return Name##Baseline(__VA_ARGS__);
-#endif
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_NORM_ISA_VARIANT)
 #undef TF_OPS_NORM_ISA_VARIANT
 
 }  // namespace
@@ -278,7 +260,8 @@ void CpuNormForward(Dtype dtype, const NormShape& shape, double epsilon,
                     const void* x, const void* residual, const void* gamma,
                     const void* beta, void* h, void* y, void* mean, void* rstd,
                     int64_t begin, int64_t end) {
-  TF_OPS_NORM_DISPATCH(NormForward, dtype, shape, epsilon, x, residual, gamma,
+  TF_OPS_CPU_ISA_DISPATCH(NormForward,
+                          dtype, shape, epsilon, x, residual, gamma,
                        beta, h, y, mean, rstd, begin, end)
 }
 
@@ -287,7 +270,7 @@ void CpuNormGradTiles(Dtype dtype, const NormGradTiling& tiling,
                       const void* mean, const void* rstd, const void* dh,
                       void* dx, void* partials, int64_t tile_begin,
                       int64_t tile_end) {
-  TF_OPS_NORM_DISPATCH(NormGrad, dtype, tiling, dy, x, gamma, mean, rstd, dh,
+  TF_OPS_CPU_ISA_DISPATCH(NormGrad, dtype, tiling, dy, x, gamma, mean, rstd, dh,
                        dx, partials, tile_begin, tile_end)
 }
 
