@@ -185,32 +185,72 @@ def test_gradients_with_compute_gradient(axis):
     assert _rel_error(*tf.test.compute_gradient(second_inf, [x, g, m])) < 1e-5
 
 
-def test_xla_and_portable_match_the_ops():
-    """jit_compile and tf_ops.portable() build the composite (Keras's math): same values,
-    same gradients, four dtypes in one function each."""
+def _all_four(axis, act):
+    """A step through all four ops and their gradients (the statistics outputs' too)."""
+    def step(x, g, b, dy):
+        with tf.GradientTape() as tape:
+            tape.watch([x, g, b])
+            y, mean, var = tf_ops.batch_norm(x, g, b, axis=axis, activation=act)
+            yi = tf_ops.batch_norm_inference(x, tf.stop_gradient(mean) + 0.1,
+                                             tf.stop_gradient(var) + 0.2, g, b, axis=axis,
+                                             activation=act)
+            loss = (tf.reduce_sum(tf.cast(y, tf.float64) * tf.cast(dy, tf.float64))
+                    + tf.reduce_sum(tf.cast(yi, tf.float64) * tf.cast(dy, tf.float64) ** 2)
+                    + tf.reduce_sum(tf.cast(mean * g, tf.float64))
+                    + tf.reduce_sum(tf.cast(var * b, tf.float64)))
+        return [y, mean, var, yi] + tape.gradient(loss, [x, g, b])
+    return step
+
+
+def test_xla_lowering_matches_the_kernels():
+    """Under jit_compile the four ops are lowered (not the composite): values and
+    gradients match the kernels, four dtypes, both layouts, every activation once."""
+    from tf_ops.python.batch_norm import functions
+
+    # Lowered in a library built with its lowerings (a TensorFlow without the XLA
+    # headers, as 2.19's, builds the composites: none lowered).
+    expected = set(functions.OPS) if tf_ops.build_info().xla else set()
+    assert functions._LOWERED == expected
+    rng = np.random.default_rng(9)
+    acts = [None, "swish", "relu", "gelu", "elu", "mish", "hard_swish", "celu", "sigmoid"]
+    cases = [(tf.float32, (5, 4, 3, 6), -1, acts[:5]), (tf.float32, (4, 6, 3, 5), 1, acts[5:]),
+             (tf.bfloat16, (4, 6, 3, 5), 1, ["swish"]), (tf.float16, (5, 4, 3, 6), -1, ["gelu"]),
+             (tf.float64, (5, 6, 7), 1, ["mish"])]
+    for dtype, shape, axis, names in cases:
+        u = tf.float64 if dtype == tf.float64 else tf.float32
+        c = shape[axis]
+        x = tf.cast(rng.standard_normal(shape) * 2 + 1, dtype)
+        dy = tf.cast(rng.standard_normal(shape), dtype)
+        g = tf.constant(1 + 0.3 * rng.standard_normal(c), u)
+        b = tf.constant(0.3 * rng.standard_normal(c), u)
+        for act in names:
+            step = _all_four(axis, act)
+            want = tf.function(step)(x, g, b, dy)
+            got = tf.function(step, jit_compile=True)(x, g, b, dy)
+            tol = 2 * TOL[dtype] + 1e-5 if dtype != tf.float64 else 1e-10
+            for i, (a, e) in enumerate(zip(got, want)):
+                e = np.asarray(tf.cast(e, tf.float64))
+                _check(a, e, tol, f"xla {dtype.name} {act} axis={axis} output {i}")
+    # An empty batch: NaN statistics, as the kernels.
+    empty = tf.function(lambda x: tf_ops.batch_norm(x), jit_compile=True)(tf.zeros([0, 3]))
+    assert empty[0].shape == (0, 3) and np.isnan(empty[1].numpy()).all()
+
+
+def test_portable_matches_the_ops():
+    """tf_ops.portable() builds the composite (Keras's math): same values, same
+    gradients."""
     rng = np.random.default_rng(9)
     for dtype in (tf.bfloat16, tf.float32):
         x = tf.cast(rng.standard_normal((4, 5, 5, 3)) * 2 + 1, dtype)
-        g = tf.constant([1.5, 0.5, 1.0], tf.float64 if dtype == tf.float64 else tf.float32)
-
-        def step(x, g):
-            with tf.GradientTape() as tape:
-                tape.watch([x, g])
-                y, mean, var = tf_ops.batch_norm(x, g, None, activation="swish")
-                yi = tf_ops.batch_norm_inference(x, mean, var, g, axis=-1, activation="hard_swish")
-                loss = tf.reduce_sum(tf.cast(y, tf.float32) ** 2) + tf.reduce_sum(tf.cast(yi, tf.float32))
-            return [y, mean, var, yi] + tape.gradient(loss, [x, g])
-
-        want = tf.function(step)(x, g)
-        # XLA compiles are the cost here: float32 only.
-        got = tf.function(step, jit_compile=True)(x, g) if dtype == tf.float32 else want
+        dy = tf.cast(rng.standard_normal((4, 5, 5, 3)), dtype)
+        g, b = tf.constant([1.5, 0.5, 1.0]), tf.constant([0.1, -0.2, 0.3])
+        step = tf.function(_all_four(-1, "swish"))
+        want = step(x, g, b, dy)
         with tf_ops.portable():
-            portable = tf.function(step)(x, g)
-        tol = 30 * TOL[dtype] if dtype in (tf.float16, tf.bfloat16) else 1e-4
-        for a, b_, p in zip(got, want, portable):
-            scale = max(1.0, float(tf.reduce_max(tf.abs(tf.cast(b_, tf.float64)))))
-            np.testing.assert_allclose(tf.cast(a, tf.float64), tf.cast(b_, tf.float64), atol=tol * scale)
-            np.testing.assert_allclose(tf.cast(p, tf.float64), tf.cast(b_, tf.float64), atol=tol * scale)
+            portable = tf.function(_all_four(-1, "swish"))(x, g, b, dy)
+        tol = 30 * TOL[dtype] if dtype == tf.bfloat16 else 1e-4
+        for i, (p, e) in enumerate(zip(portable, want)):
+            _check(p, np.asarray(tf.cast(e, tf.float64)), tol, f"portable {dtype.name} output {i}")
 
 
 def test_bad_input_at_graph_building_and_run_time():
@@ -254,6 +294,16 @@ def test_bad_input_at_graph_building_and_run_time():
                         ((x4, good, tf.zeros([2, 3, 4, 4])), "y_backprop and x must have the same shape")]:
         with pytest.raises(tf.errors.InvalidArgumentError, match=match):
             train(*args)
+    # The XLA lowerings check again when they are compiled for concrete shapes.
+    if tf_ops.build_info().xla:
+        @tf.function(input_signature=[unknown, unknown, unknown], jit_compile=True)
+        def jit_train(x, s, dy):
+            return tf_ops.batch_norm_grad(dy, x, s, None, s, s)[0]
+
+        for args, match in [((x4, tf.ones([4]), x4), "scale must be 1-D with one element per channel"),
+                            ((x4, good, tf.zeros([2, 3, 4, 4])), "y_backprop and x must have the same shape")]:
+            with pytest.raises(tf.errors.InvalidArgumentError, match=match):
+                jit_train(*args)
     with pytest.raises(ValueError, match="momentum must be in"):
         tf_ops.layers.BatchNormalization(momentum=1.5)
 

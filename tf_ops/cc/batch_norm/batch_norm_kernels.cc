@@ -21,6 +21,7 @@
 #include "tf_ops/cc/activation/elementwise_kernel.h"
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
 #include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
+#include "tf_ops/cc/batch_norm/batch_norm_shapes.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tf_ops/cu/batch_norm/batch_norm_gpu.h"
@@ -35,72 +36,15 @@ using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
 using tensorflow::TensorShape;
 
-enum class Phase { kTraining, kTrainingGrad, kInference, kInferenceGrad };
+using Phase = BatchNormPhase;
 
-constexpr const char* PhaseName(Phase p) {
-  switch (p) {
-    case Phase::kTraining:
-      return "TfOps>BatchNormTraining";
-    case Phase::kTrainingGrad:
-      return "TfOps>BatchNormTrainingGrad";
-    case Phase::kInference:
-      return "TfOps>BatchNormInference";
-    case Phase::kInferenceGrad:
-      return "TfOps>BatchNormInferenceGrad";
-  }
-  return "";
-}
-
-// The inputs of each phase: where x is, and the per-channel ones with names.
-struct PhaseInputs {
-  int x;
-  std::vector<const char*> channel_names;  // inputs x + 1, x + 2, ...
-};
-PhaseInputs InputsOf(Phase p) {
-  switch (p) {
-    case Phase::kTraining:
-      return {0, {"scale", "offset"}};
-    case Phase::kTrainingGrad:
-      return {1,
-              {"scale", "offset", "batch_mean", "batch_variance",
-               "mean_backprop", "variance_backprop"}};
-    case Phase::kInference:
-      return {0, {"scale", "offset", "mean", "variance"}};
-    case Phase::kInferenceGrad:
-      return {1, {"scale", "offset", "mean", "variance"}};
-  }
-  return {0, {}};
-}
-
-// x's layout around the channel axis, and every per-channel input checked.
+// x's layout around the channel axis, every input's shape checked.
 absl::Status LayoutOf(OpKernelContext* ctx, Phase phase, int axis_attr,
                       BatchNormLayout* layout) {
-  const std::string op = PhaseName(phase);
-  const PhaseInputs in = InputsOf(phase);
-  const TensorShape& x = ctx->input(in.x).shape();
   int axis = 0;
-  TF_RETURN_IF_ERROR(NormalizeBatchNormAxis(op, axis_attr, x.dims(), &axis));
-  layout->outer = 1;
-  layout->inner = 1;
-  for (int d = 0; d < axis; ++d) layout->outer *= x.dim_size(d);
-  layout->channels = x.dim_size(axis);
-  for (int d = axis + 1; d < x.dims(); ++d) layout->inner *= x.dim_size(d);
-  for (size_t k = 0; k < in.channel_names.size(); ++k) {
-    const TensorShape& v = ctx->input(in.x + 1 + k).shape();
-    if (v.dims() != 1 || v.dim_size(0) != layout->channels) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": ", in.channel_names[k],
-          " must be 1-D with one element per channel (axis ", axis_attr,
-          " of x), got x ", x.DebugString(), " and ", in.channel_names[k],
-          " ", v.DebugString()));
-    }
-  }
-  if (in.x == 1 && ctx->input(0).shape() != x) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": y_backprop and x must have the same shape, got ",
-        ctx->input(0).shape().DebugString(), " and ", x.DebugString()));
-  }
-  return absl::OkStatus();
+  return BatchNormLayoutOf(
+      phase, axis_attr, [ctx](int i) { return ctx->input(i).shape(); },
+      layout, &axis);
 }
 
 template <typename T>
@@ -136,14 +80,14 @@ template <typename T, Phase kPhase>
 class BatchNormOp : public OpKernel {
  public:
   explicit BatchNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadBatchNormAttrs(ctx, PhaseName(kPhase), &attrs_));
+    OP_REQUIRES_OK(ctx, ReadBatchNormAttrs(ctx, BatchNormOpName(kPhase), &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
     BatchNormLayout layout;
     OP_REQUIRES_OK(ctx, LayoutOf(ctx, kPhase, attrs_.axis, &layout));
     const TensorShape vec({layout.channels});
-    const int x_index = InputsOf(kPhase).x;
+    const int x_index = BatchNormInputsOf(kPhase).x;
     const Tensor& x = ctx->input(x_index);
     auto in = [&](int k) { return Data<T>(ctx->input(k)); };
     Tensor scratch;
@@ -206,7 +150,7 @@ class BatchNormOp : public OpKernel {
 #if TF_OPS_WITH_CUDA
     OP_REQUIRES(ctx, error == nullptr,
                 absl::InternalError(absl::StrCat(
-                    PhaseName(kPhase), ": CUDA kernel launch failed: ",
+                    BatchNormOpName(kPhase), ": CUDA kernel launch failed: ",
                     error == nullptr ? "" : error)));
 #endif
   }
