@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,6 +23,7 @@
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
 #include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
 #include "tf_ops/cc/batch_norm/batch_norm_shapes.h"
+#include "tf_ops/cc/core/huge_pages.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tf_ops/cu/batch_norm/batch_norm_gpu.h"
@@ -76,17 +78,26 @@ BatchNormParallelFor PoolOf(OpKernelContext* ctx) {
 }
 #endif
 
+// The element count input of the input-grad op (host memory on the GPU).
+template <typename U>
+double CountOf(const Tensor& t) {
+  return static_cast<double>(t.scalar<U>()());
+}
+
 template <typename T, Phase kPhase>
 class BatchNormOp : public OpKernel {
  public:
+  // Per-channel tensors: float, double for double x.
+  using U = std::conditional_t<std::is_same<T, double>::value, double, float>;
+
   explicit BatchNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadBatchNormAttrs(ctx, BatchNormOpName(kPhase), &attrs_));
+    OP_REQUIRES_OK(ctx,
+                   ReadBatchNormAttrs(ctx, BatchNormOpName(kPhase), &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
     BatchNormLayout layout;
     OP_REQUIRES_OK(ctx, LayoutOf(ctx, kPhase, attrs_.axis, &layout));
-    const TensorShape vec({layout.channels});
     const int x_index = BatchNormInputsOf(kPhase).x;
     const Tensor& x = ctx->input(x_index);
     auto in = [&](int k) { return Data<T>(ctx->input(k)); };
@@ -97,21 +108,37 @@ class BatchNormOp : public OpKernel {
                             &scratch));
     double* sp = scratch.flat<double>().data();
     const Dtype dtype = DtypeOf<T>();
-    const double eps = attrs_.epsilon;
+    const float eps = attrs_.epsilon;
     const BatchNormActivation& act = attrs_.activation;
-    Tensor* out0 = nullptr;
-    if (kPhase == Phase::kTraining || kPhase == Phase::kInference) {
-      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
-                              {0}, 0, x.shape(), &out0));
-    } else {
-      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
-                              {0, 1}, 0, x.shape(), &out0));
+    // y or x_backprop, in place of an input where TensorFlow allows; left
+    // out when nothing consumes it (the engines then skip its pass: the
+    // statistics alone, the grad's sums alone).
+    void* out0 = nullptr;
+    if (ctx->output_required(0)) {
+      Tensor* t = nullptr;
+      if (IsGradPhase(kPhase)) {
+        OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
+                                {0, 1}, 0, x.shape(), &t));
+      } else {
+        OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
+                                {0}, 0, x.shape(), &t));
+      }
+      out0 = MutableData(t);
+#if !TF_OPS_WITH_CUDA
+      if (out0 != in(0) && out0 != in(1)) {
+        AdviseHugePages(out0, x.NumElements() * sizeof(T));
+      }
+#endif
     }
-    Tensor* out1 = nullptr;
-    Tensor* out2 = nullptr;
-    if (kPhase != Phase::kInference) {
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, vec, &out1));
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(2, vec, &out2));
+    void* out1 = nullptr;
+    void* out2 = nullptr;
+    if (BatchNormOutputs(kPhase) == 3) {
+      const TensorShape vec({layout.channels});
+      Tensor *t1 = nullptr, *t2 = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, vec, &t1));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(2, vec, &t2));
+      out1 = MutableData(t1);
+      out2 = MutableData(t2);
     }
 #if TF_OPS_WITH_CUDA
     const char* error = nullptr;
@@ -125,25 +152,31 @@ class BatchNormOp : public OpKernel {
     switch (kPhase) {
       case Phase::kTraining:
         TF_OPS_BN_RUN(CpuBatchNormTraining, LaunchBatchNormTraining, act,
-                      dtype, in(0), in(1), in(2), eps, MutableData(out0),
-                      MutableData(out1), MutableData(out2), layout);
+                      dtype, in(0), in(1), in(2), eps, out0, out1, out2,
+                      layout);
         break;
       case Phase::kTrainingGrad:
         TF_OPS_BN_RUN(CpuBatchNormTrainingGrad, LaunchBatchNormTrainingGrad,
                       act, dtype, in(0), in(1), in(2), in(3), in(4), in(5),
-                      in(6), in(7), eps, MutableData(out0), MutableData(out1),
-                      MutableData(out2), layout);
+                      in(6), in(7), eps, out0, out1, out2, layout);
+        break;
+      case Phase::kTrainingInputGrad:
+        if (out0 == nullptr) break;
+        TF_OPS_BN_RUN(CpuBatchNormTrainingInputGrad,
+                      LaunchBatchNormTrainingInputGrad, act, dtype, in(0),
+                      in(1), in(2), in(3), in(4), in(5), in(6), in(7), in(8),
+                      in(9), CountOf<U>(ctx->input(10)), eps, out0, layout);
         break;
       case Phase::kInference:
+        if (out0 == nullptr) break;
         TF_OPS_BN_RUN(CpuBatchNormInference, LaunchBatchNormInference, act,
-                      dtype, in(0), in(1), in(2), in(3), in(4), eps,
-                      MutableData(out0), layout);
+                      dtype, in(0), in(1), in(2), in(3), in(4), eps, out0,
+                      layout);
         break;
       case Phase::kInferenceGrad:
         TF_OPS_BN_RUN(CpuBatchNormInferenceGrad, LaunchBatchNormInferenceGrad,
                       act, dtype, in(0), in(1), in(2), in(3), in(4), in(5),
-                      eps, MutableData(out0), MutableData(out1),
-                      MutableData(out2), layout);
+                      eps, out0, out1, out2, layout);
         break;
     }
 #undef TF_OPS_BN_RUN
@@ -189,7 +222,13 @@ using tensorflow::register_kernel::Name;
                               .Device(TF_OPS_BN_DEVICE)                       \
                               .TypeConstraint<T>("T")                         \
                               .TypeConstraint<U>("U"),                        \
-                          BatchNormOp<T, Phase::kInferenceGrad>);
+                          BatchNormOp<T, Phase::kInferenceGrad>);          \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTrainingInputGrad")         \
+                              .Device(TF_OPS_BN_DEVICE)                       \
+                              .TypeConstraint<T>("T")                         \
+                              .TypeConstraint<U>("U")                         \
+                              .HostMemory("count"),                           \
+                          BatchNormOp<T, Phase::kTrainingInputGrad>);
 
 TF_OPS_REGISTER_BATCH_NORM(Eigen::half, float)
 TF_OPS_REGISTER_BATCH_NORM(Eigen::bfloat16, float)

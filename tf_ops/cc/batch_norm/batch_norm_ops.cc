@@ -66,6 +66,14 @@ absl::Status ShapeFn(InferenceContext* c) {
     }
     channels = merged;
   }
+  if (in.count >= 0) {
+    ShapeHandle count;
+    if (!c->WithRank(c->input(in.count), 0, &count).ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": count must be a scalar, got shape ",
+                       c->DebugString(c->input(in.count))));
+    }
+  }
   if (IsGradPhase(kPhase)) {
     ShapeHandle merged;
     if (!c->Merge(c->input(0), x, &merged).ok()) {
@@ -76,7 +84,7 @@ absl::Status ShapeFn(InferenceContext* c) {
     x = merged;
   }
   c->set_output(0, x);
-  if (kPhase != BatchNormPhase::kInference) {
+  if (BatchNormOutputs(kPhase) == 3) {
     c->set_output(1, c->Vector(channels));
     c->set_output(2, c->Vector(channels));
   }
@@ -111,15 +119,19 @@ REGISTER_OP("TfOps>BatchNormTraining")
          "f = `activation` (alpha: LeakyRelu, Elu, Celu; beta: Swish; "
          "approximate: Gelu). Two passes over x.");
 
+// The training grad's inputs (the input grad's first ones).
+#define TF_OPS_BATCH_NORM_TRAINING_GRAD_INPUTS \
+  Input("y_backprop: T")                      \
+      .Input("x: T")                          \
+      .Input("scale: U")                      \
+      .Input("offset: U")                     \
+      .Input("batch_mean: U")                 \
+      .Input("batch_variance: U")             \
+      .Input("mean_backprop: U")              \
+      .Input("variance_backprop: U")
+
 REGISTER_OP("TfOps>BatchNormTrainingGrad")
-    .Input("y_backprop: T")
-    .Input("x: T")
-    .Input("scale: U")
-    .Input("offset: U")
-    .Input("batch_mean: U")
-    .Input("batch_variance: U")
-    .Input("mean_backprop: U")
-    .Input("variance_backprop: U")
+    .TF_OPS_BATCH_NORM_TRAINING_GRAD_INPUTS
     .Output("x_backprop: T")
     .Output("scale_backprop: U")
     .Output("offset_backprop: U")
@@ -157,5 +169,21 @@ REGISTER_OP("TfOps>BatchNormInferenceGrad")
     .Doc("x_backprop = s * dz, scale_backprop = rsqrt(variance + epsilon) * "
          "sum(dz * (x - mean)), offset_backprop = sum(dz), dz = y_backprop * "
          "f'(x * s + t), with the statistics held fixed. One pass.");
+
+REGISTER_OP("TfOps>BatchNormTrainingInputGrad")
+    .TF_OPS_BATCH_NORM_TRAINING_GRAD_INPUTS
+    .Input("scale_backprop: U")
+    .Input("offset_backprop: U")
+    .Input("count: U")
+    .Output("x_backprop: T")
+    .TF_OPS_BATCH_NORM_ATTRS
+    .SetShapeFn(ShapeFn<BatchNormPhase::kTrainingInputGrad>)
+    .Doc("TfOps>BatchNormTrainingGrad's second pass alone, for statistics of "
+         "a batch that x is part of (synchronized batch norm): x_backprop = "
+         "s * dz + c1 * (x - batch_mean) + c0, c1 = (2 * variance_backprop - "
+         "s * r * scale_backprop) / count, c0 = (mean_backprop - s * "
+         "offset_backprop) / count, r = rsqrt(batch_variance + epsilon), with "
+         "the parameter and statistics gradients and the element count of "
+         "the whole batch (summed over replicas). One pass.");
 
 }  // namespace tf_ops

@@ -12,9 +12,15 @@
 //   TfOps>BatchNormInference     x, scale, offset, mean, variance -> y
 //   TfOps>BatchNormInferenceGrad y_backprop, x, scale, offset, mean, variance
 //                                -> x_backprop, scale_backprop, offset_backprop
+//   TfOps>BatchNormTrainingInputGrad
+//                                y_backprop, x, scale, offset, batch_mean,
+//                                batch_variance, mean_backprop,
+//                                variance_backprop, scale_backprop,
+//                                offset_backprop, count -> x_backprop
 //
 // x of rank >= 2, `axis` in [-rank, rank); every per-channel input 1-D with
-// one element per channel (x's size along `axis`); y_backprop of x's shape.
+// one element per channel (x's size along `axis`); y_backprop of x's shape;
+// count a scalar.
 
 #ifndef TF_OPS_CC_BATCH_NORM_BATCH_NORM_SHAPES_H_
 #define TF_OPS_CC_BATCH_NORM_BATCH_NORM_SHAPES_H_
@@ -30,7 +36,13 @@
 
 namespace tf_ops {
 
-enum class BatchNormPhase { kTraining, kTrainingGrad, kInference, kInferenceGrad };
+enum class BatchNormPhase {
+  kTraining,
+  kTrainingGrad,
+  kInference,
+  kInferenceGrad,
+  kTrainingInputGrad,  // the training grad's second pass (synchronized)
+};
 
 constexpr const char* BatchNormOpName(BatchNormPhase p) {
   switch (p) {
@@ -42,20 +54,33 @@ constexpr const char* BatchNormOpName(BatchNormPhase p) {
       return "TfOps>BatchNormInference";
     case BatchNormPhase::kInferenceGrad:
       return "TfOps>BatchNormInferenceGrad";
+    case BatchNormPhase::kTrainingInputGrad:
+      return "TfOps>BatchNormTrainingInputGrad";
   }
   return "";
 }
 
 constexpr bool IsGradPhase(BatchNormPhase p) {
   return p == BatchNormPhase::kTrainingGrad ||
-         p == BatchNormPhase::kInferenceGrad;
+         p == BatchNormPhase::kInferenceGrad ||
+         p == BatchNormPhase::kTrainingInputGrad;
 }
 
-// Where x is among the inputs (after y_backprop in the grad ops), and the
-// names of the per-channel inputs that follow it, in order.
+// The number of outputs: y or x_backprop, then the per-channel ones.
+constexpr int BatchNormOutputs(BatchNormPhase p) {
+  return p == BatchNormPhase::kInference ||
+                 p == BatchNormPhase::kTrainingInputGrad
+             ? 1
+             : 3;
+}
+
+// Where x is among the inputs (after y_backprop in the grad ops), the names
+// of the per-channel inputs that follow it, in order, and the scalar count's
+// index (-1: none).
 struct BatchNormInputs {
   int x;
   std::vector<const char*> channel_names;  // inputs x + 1, x + 2, ...
+  int count = -1;
 };
 inline BatchNormInputs BatchNormInputsOf(BatchNormPhase p) {
   switch (p) {
@@ -69,6 +94,12 @@ inline BatchNormInputs BatchNormInputsOf(BatchNormPhase p) {
       return {0, {"scale", "offset", "mean", "variance"}};
     case BatchNormPhase::kInferenceGrad:
       return {1, {"scale", "offset", "mean", "variance"}};
+    case BatchNormPhase::kTrainingInputGrad:
+      return {1,
+              {"scale", "offset", "batch_mean", "batch_variance",
+               "mean_backprop", "variance_backprop", "scale_backprop",
+               "offset_backprop"},
+              10};
   }
   return {0, {}};
 }
@@ -98,6 +129,11 @@ absl::Status BatchNormLayoutOf(BatchNormPhase phase, int axis_attr,
           " of x), got x ", x.DebugString(), " and ", in.channel_names[k],
           " ", v.DebugString()));
     }
+  }
+  if (in.count >= 0 && shape_of(in.count).dims() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": count must be a scalar, got shape ",
+                     shape_of(in.count).DebugString()));
   }
   if (IsGradPhase(phase)) {
     const tensorflow::TensorShape dy = shape_of(0);

@@ -14,9 +14,9 @@
 //     Keras's composite under XLA do). The statistics are the engines'
 //     shifted sums about each channel's first element.
 //   - The grad ops read x and y_backprop through Isolated (xla_isolated.h),
-//     once for the sums and once for dx in the training grad, so that XLA
-//     recomputes dz = dy f'(z) in each loop rather than keeping it in a
-//     temporary of x's size (as the engines recompute it).
+//     once for the sums and once for dx, so that XLA recomputes dz = dy f'(z)
+//     in each loop rather than keeping it in a temporary of x's size (as the
+//     engines recompute it).
 //
 // Registered with REGISTER_KERNEL_BUILDER for the reason activation_xla.cc
 // gives.
@@ -120,8 +120,10 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
         TrainingGrad(ctx, ch, op);
       } else if constexpr (kPhase == BatchNormPhase::kInference) {
         Inference(ctx, ch, op);
-      } else {
+      } else if constexpr (kPhase == BatchNormPhase::kInferenceGrad) {
         InferenceGrad(ctx, ch, op);
+      } else {
+        TrainingInputGrad(ctx, ch, op);
       }
     });
   }
@@ -191,18 +193,34 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
                     XlaValue(ctx->Input(first + 1)), Epsilon());
   }
 
-  // The grad ops' pass-1 sums over each channel: sum(dz) and
-  // sum(dz * (x - mean)), from x and y_backprop isolated for this use.
+  // The grad ops' y_backprop and x, widened, isolated for one use (the sums:
+  // kGrad; dx: kGradGradFirst).
+  static std::pair<XlaValue, XlaValue> GradInputs(
+      tensorflow::XlaOpKernelContext* ctx, const Channels& ch, Use use) {
+    return {Widen(Isolated(ctx->Input(0), use), ch.type),
+            Widen(Isolated(ctx->Input(1), use), ch.type)};
+  }
+
+  // The grad ops' pass 1: the affine of their statistics and the parameter
+  // gradients dbeta = sum(dz) and dgamma = rstd * sum(dz * (x - mean)), set
+  // as outputs 1 and 2.
+  struct ParamGrads {
+    ChannelAffine<XlaValue> affine;
+    XlaValue dgamma;
+    XlaValue dbeta;
+  };
   template <typename Op>
-  std::pair<XlaValue, XlaValue> GradSums(tensorflow::XlaOpKernelContext* ctx,
-                                         const Channels& ch, const Op& op,
-                                         const ChannelAffine<XlaValue>& a,
-                                         const XlaValue& mean) const {
-    const XlaValue dy = Widen(Isolated(ctx->Input(0), Use::kGrad), ch.type);
-    const XlaValue x = Widen(Isolated(ctx->Input(1), Use::kGrad), ch.type);
+  ParamGrads GradSums(tensorflow::XlaOpKernelContext* ctx, const Channels& ch,
+                      const Op& op) const {
+    const ChannelAffine<XlaValue> a = Affine(ctx, 2);
+    const auto [dy, x] = GradInputs(ctx, ch, Use::kGrad);
     const XlaValue dz = NormalizeDz(op, dy, x, ch.Broadcast(a.scale),
                                     ch.Broadcast(a.shift));
-    return {ch.Sum(dz), ch.Sum(dz * (x - ch.Broadcast(mean)))};
+    const XlaValue mean = ch.Broadcast(XlaValue(ctx->Input(4)));
+    const ParamGrads g{a, a.rstd * ch.Sum(dz * (x - mean)), ch.Sum(dz)};
+    ctx->SetOutput(1, g.dgamma.op());
+    ctx->SetOutput(2, g.dbeta.op());
+    return g;
   }
 
   // y_backprop, x, scale, offset, batch_mean, batch_variance, mean_backprop,
@@ -210,25 +228,40 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
   template <typename Op>
   void TrainingGrad(tensorflow::XlaOpKernelContext* ctx, const Channels& ch,
                     const Op& op) const {
-    const ChannelAffine<XlaValue> a = Affine(ctx, 2);
-    const XlaValue mean(ctx->Input(4));
-    const auto [sum_dz, sum_dz_xc] = GradSums(ctx, ch, op, a, mean);
-    const TrainingDxCoefficients<XlaValue> c = TrainingDxOf(
-        a.scale, a.rstd, sum_dz, sum_dz_xc, XlaValue(ctx->Input(6)),
-        XlaValue(ctx->Input(7)), ch.Count());
-    // dx's own isolated reads: dz recomputed in its loop.
-    const XlaValue dy =
-        Widen(Isolated(ctx->Input(0), Use::kGradGradFirst), ch.type);
-    const XlaValue x =
-        Widen(Isolated(ctx->Input(1), Use::kGradGradFirst), ch.type);
+    const ParamGrads g = GradSums(ctx, ch, op);
+    ctx->SetOutput(0, TrainingDxOp(ctx, ch, op, g.affine, g.dgamma, g.dbeta,
+                                   ch.Count()));
+  }
+
+  // ... scale_backprop, offset_backprop, count -> x_backprop: the training
+  // grad's dx from the parameter gradients of a batch of `count` elements.
+  template <typename Op>
+  void TrainingInputGrad(tensorflow::XlaOpKernelContext* ctx,
+                         const Channels& ch, const Op& op) const {
+    ctx->SetOutput(0, TrainingDxOp(ctx, ch, op, Affine(ctx, 2),
+                                   XlaValue(ctx->Input(8)),
+                                   XlaValue(ctx->Input(9)),
+                                   XlaValue(ctx->Input(10))));
+  }
+
+  // dx = scale * dz + c1 * (x - mean) + c0 from x and y_backprop isolated
+  // for this use (dz recomputed in its loop), rounded to x's type.
+  template <typename Op>
+  XlaOp TrainingDxOp(tensorflow::XlaOpKernelContext* ctx, const Channels& ch,
+                     const Op& op, const ChannelAffine<XlaValue>& a,
+                     const XlaValue& dgamma, const XlaValue& dbeta,
+                     const XlaValue& count) const {
+    const TrainingDxCoefficients<XlaValue> c =
+        TrainingDxOf(a.scale, a.rstd, dbeta, dgamma, XlaValue(ctx->Input(6)),
+                     XlaValue(ctx->Input(7)), count);
+    const auto [dy, x] = GradInputs(ctx, ch, Use::kGradGradFirst);
     const XlaValue dx = TrainingDx(
-        op, dy, x, ch.Broadcast(mean),
+        op, dy, x, ch.Broadcast(XlaValue(ctx->Input(4))),
         ChannelAffine<XlaValue>{ch.Broadcast(a.scale), ch.Broadcast(a.shift),
                                 XlaValue(0.0)},
         TrainingDxCoefficients<XlaValue>{ch.Broadcast(c.c1),
                                          ch.Broadcast(c.c0)});
-    ctx->SetOutput(0, Narrow(dx, x, ch.type));
-    SetParamGrads(ctx, a, sum_dz, sum_dz_xc);
+    return Narrow(dx, x, ch.type);
   }
 
   // y_backprop, x, scale, offset, mean, variance -> x_backprop,
@@ -236,28 +269,12 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
   template <typename Op>
   void InferenceGrad(tensorflow::XlaOpKernelContext* ctx, const Channels& ch,
                      const Op& op) const {
-    const ChannelAffine<XlaValue> a = Affine(ctx, 2);
-    const auto [sum_dz, sum_dz_xc] =
-        GradSums(ctx, ch, op, a, XlaValue(ctx->Input(4)));
-    const XlaValue dy =
-        Widen(Isolated(ctx->Input(0), Use::kGradGradFirst), ch.type);
-    const XlaValue x =
-        Widen(Isolated(ctx->Input(1), Use::kGradGradFirst), ch.type);
-    const XlaValue scale = ch.Broadcast(a.scale);
+    const ParamGrads g = GradSums(ctx, ch, op);
+    const auto [dy, x] = GradInputs(ctx, ch, Use::kGradGradFirst);
+    const XlaValue scale = ch.Broadcast(g.affine.scale);
     const XlaValue dx =
-        scale * NormalizeDz(op, dy, x, scale, ch.Broadcast(a.shift));
+        scale * NormalizeDz(op, dy, x, scale, ch.Broadcast(g.affine.shift));
     ctx->SetOutput(0, Narrow(dx, x, ch.type));
-    SetParamGrads(ctx, a, sum_dz, sum_dz_xc);
-  }
-
-  // scale_backprop = rstd * sum(dz * (x - mean)), offset_backprop = sum(dz),
-  // in U (the compute type).
-  static void SetParamGrads(tensorflow::XlaOpKernelContext* ctx,
-                            const ChannelAffine<XlaValue>& a,
-                            const XlaValue& sum_dz,
-                            const XlaValue& sum_dz_xc) {
-    ctx->SetOutput(1, (a.rstd * sum_dz_xc).op());
-    ctx->SetOutput(2, sum_dz.op());
   }
 
   BatchNormAttrs attrs_;
@@ -280,7 +297,8 @@ using tensorflow::register_kernel::Name;
   TF_OPS_REGISTER_BATCH_NORM_XLA(DEV, kTraining)                \
   TF_OPS_REGISTER_BATCH_NORM_XLA(DEV, kTrainingGrad)            \
   TF_OPS_REGISTER_BATCH_NORM_XLA(DEV, kInference)               \
-  TF_OPS_REGISTER_BATCH_NORM_XLA(DEV, kInferenceGrad)
+  TF_OPS_REGISTER_BATCH_NORM_XLA(DEV, kInferenceGrad)           \
+  TF_OPS_REGISTER_BATCH_NORM_XLA(DEV, kTrainingInputGrad)
 TF_OPS_REGISTER_BATCH_NORM_XLA_DEVICE(tensorflow::DEVICE_CPU_XLA_JIT)
 TF_OPS_REGISTER_BATCH_NORM_XLA_DEVICE(tensorflow::DEVICE_GPU_XLA_JIT)
 
