@@ -34,6 +34,9 @@ export CMAKE_CUDA_COMPILER_LAUNCHER ?= $(CCACHE)
 # Paths under the tree are hashed relative to it, so another clone or worktree of the same
 # sources hits the same cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
+# The libraries precompile TensorFlow's headers (CMakeLists.txt, TF_OPS_PCH): ccache caches
+# a compile that uses a precompiled header only with these.
+export CCACHE_SLOPPINESS ?= pch_defines,time_macros,include_file_mtime,include_file_ctime
 endif
 ENGINE_TEST_DIR ?= build-engine-test
 # ENGINE_TEST=0: `make test` without the engine's sanitizer test (CI's older-TensorFlow step:
