@@ -230,15 +230,45 @@ void CheckFamily(const Op& op, const std::string& label,
     CheckCase<Family, Op, float>(op, label, n, t);
     CheckCase<Family, Op, double>(op, label, n, t);
   }
-  // An empty tensor launches nothing and reports no error.
+  // An empty problem reports no error. Its empty buffers are null; a buffer
+  // that is not empty at n = 0 (the bias of a gated op: its gradient is
+  // zeros) is given, and such an output must come back zero.
   Args empty;
-  empty.in.assign(Family::kInputs, nullptr);
-  empty.out.assign(Family::kOutputs, nullptr);
-  const bool ok =
-      Family::Gpu(op, Dtype::kFloat, empty, 0, nullptr) == nullptr;
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> given;
+  for (int i = 0; i < Family::kInputs; ++i) {
+    const int64_t size = Family::InputSize(i, 0);
+    if (size > 0) {
+      given.push_back(std::make_unique<DeviceBuffer<float>>(
+          std::vector<float>(size, 1.0f), 0));
+    }
+    empty.in.push_back(size > 0 ? given.back()->data : nullptr);
+  }
+  for (int o = 0; o < Family::kOutputs; ++o) {
+    const int64_t size = Family::OutputSize(o, 0);
+    if (size > 0) {
+      given.push_back(std::make_unique<DeviceBuffer<float>>(
+          std::vector<float>(size, 1.0f), 0));
+    }
+    empty.out.push_back(size > 0 ? given.back()->data : nullptr);
+  }
+  const char* err = Family::Gpu(op, Dtype::kFloat, empty, 0, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  bool ok = err == nullptr;
   if (!ok) {
-    std::printf("FAIL %s %s: empty launch reported an error\n", label.c_str(),
-                Family::kName);
+    std::printf("FAIL %s %s: empty launch reported an error: %s\n",
+                label.c_str(), Family::kName, err);
+  }
+  for (int o = 0; ok && o < Family::kOutputs; ++o) {
+    const int64_t size = Family::OutputSize(o, 0);
+    if (size == 0) continue;
+    std::vector<float> got(size);
+    CUDA_CHECK(cudaMemcpy(got.data(), empty.out[o], sizeof(float) * size,
+                          cudaMemcpyDeviceToHost));
+    for (float v : got) ok = ok && v == 0.0f;
+    if (!ok) {
+      std::printf("FAIL %s %s: empty problem: output %d is not zeros\n",
+                  label.c_str(), Family::kName, o);
+    }
   }
   ++(ok ? t->passed : t->failed);
 }
