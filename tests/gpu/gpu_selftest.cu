@@ -15,6 +15,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -76,14 +77,16 @@ bool Close(double a, double b, double rtol, double slack = 0.0) {
 }
 
 // A device buffer holding `host` at element offset `offset` (1 puts it off
-// the 16-byte grid, which takes the kernels' one-element path), with one
-// spare element after it.
+// the 16-byte grid, which takes the kernels' one-element path), and nothing
+// after it: a kernel reading or writing past the end leaves the allocation,
+// where memcheck (and AddressSanitizer, on the CPU) sees it.
 template <typename T>
 struct DeviceBuffer {
   T* base = nullptr;
   T* data = nullptr;
   DeviceBuffer(const std::vector<T>& host, int offset) {
-    CUDA_CHECK(cudaMalloc(&base, sizeof(T) * (host.size() + offset + 1)));
+    CUDA_CHECK(cudaMalloc(
+        &base, sizeof(T) * std::max<size_t>(host.size() + offset, 1)));
     data = base + offset;
     if (!host.empty()) {
       CUDA_CHECK(cudaMemcpy(data, host.data(), sizeof(T) * host.size(),
