@@ -10,8 +10,9 @@
 //
 // Errors found while a kernel runs (the layer's own checks, a sanitizer
 // report, a fault) are that launch's error, returned by the next
-// cudaGetLastError (and then cleared) or cudaPeekAtLastError, as a launch
-// failure is; cudaGetErrorString gives the message of that one error.
+// cudaGetLastError (which clears it), and until then by cudaPeekAtLastError
+// and cudaDeviceSynchronize, as a launch failure is; cudaGetErrorString
+// gives the message of that one error.
 
 #ifndef TF_OPS_TESTS_GPU_CUDA_ON_CPU_RUNTIME_API_H_
 #define TF_OPS_TESTS_GPU_CUDA_ON_CPU_RUNTIME_API_H_

@@ -1,2 +1,0 @@
-// CUDA-on-CPU stand-in for <cuda.h>: the layer (../cuda_on_cpu.h).
-#include "tests/gpu/cuda_on_cpu/cuda_on_cpu.h"
