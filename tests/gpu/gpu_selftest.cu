@@ -209,13 +209,19 @@ std::vector<Run> RunsOf(const std::string& name) {
   return runs;
 }
 
+// Which runs of RunsOf a --small case makes: the aligned or the unaligned
+// one, and the pick-th of the others (in place, one output alone; modulo
+// their count), so that a list of cases covers every run.
+struct SmallRuns {
+  bool unaligned;
+  int pick;
+};
+
 // One family, activation, dtype and size: every run of RunsOf, or with
-// `pick` >= 0 (--small) the aligned and the unaligned one and the pick-th of
-// the others (in place, one output alone; modulo their count), so that a
-// list of cases covers each run.
+// `small` (--small) the two it names.
 template <typename Family, typename Op, typename T>
 void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t,
-               int pick = -1) {
+               const SmallRuns* small = nullptr) {
   const std::string name = label + " " + Family::kName + " " +
                            DtypeInfo<T>::kName + " n=" + std::to_string(n);
   HostBuffers<T> samples;
@@ -235,11 +241,13 @@ void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t,
       Family::template Slack<T>(in, want, n);
 
   const std::vector<Run> runs = RunsOf<Family>(name);
-  const size_t others = runs.size() - 2;  // between aligned and unaligned
+  const size_t last = runs.size() - 1;  // the unaligned run
   bool ok = true;
   for (size_t r = 0; r < runs.size(); ++r) {
-    if (pick >= 0 && r != 0 && r != runs.size() - 1 &&
-        r != 1 + static_cast<size_t>(pick) % others) {
+    if (small != nullptr &&
+        (r == 0 || r == last
+             ? (r == last) != small->unaligned
+             : r != 1 + static_cast<size_t>(small->pick) % (last - 1))) {
       continue;
     }
     ok = RunOnce<Family>(op, runs[r].what, in, want, slack, n, runs[r].offset,
@@ -255,20 +263,24 @@ const std::vector<int64_t> kSizes = {1,   3,    7,    8,       9,
                                      255, 256,  257,  4097,    1 << 20,
                                      8192 * 256 * 8 + 17};
 const std::vector<int64_t> kQuickSizes = {1, 3, 8, 9, 255, 257, 4097};
-// --small: sizes below a pack, a pack and a tail, either side of the block
-// size, and one that goes round the grid-stride loops on the CPU (3 blocks
-// at most), one per residue mod 5 (the fused families' shape choice), each
-// in two dtypes (the largest in one), every dtype in two or three; each case
-// runs aligned, unaligned and one other way (CheckCase's pick: the case's
-// index), so that each way is run.
+// --small, a covering set rather than a cross product: sizes below a pack,
+// a pack and a tail, either side of the block size, and one that goes round
+// the grid-stride loops on the CPU (3 blocks at most), one per residue mod 5
+// (the fused families' shape choice), each in two dtypes (the largest in
+// one), every dtype in two or three and both aligned and unaligned; each
+// case also runs one of the other ways (in place, one output alone: the
+// case's index modulo their count), so that each is run.
 struct SmallCase {
   int64_t n;
   Dtype dtype;
+  bool unaligned;
 };
 const std::vector<SmallCase> kSmallCases = {
-    {1, Dtype::kHalf},       {9, Dtype::kBFloat16},  {255, Dtype::kDouble},
-    {257, Dtype::kFloat},    {4098, Dtype::kFloat},  {1, Dtype::kFloat},
-    {9, Dtype::kDouble},     {255, Dtype::kHalf},    {257, Dtype::kBFloat16}};
+    {1, Dtype::kHalf, true},      {9, Dtype::kBFloat16, true},
+    {255, Dtype::kDouble, true},  {257, Dtype::kFloat, true},
+    {4098, Dtype::kFloat, false}, {1, Dtype::kFloat, true},
+    {9, Dtype::kDouble, false},   {255, Dtype::kHalf, false},
+    {257, Dtype::kBFloat16, false}};
 
 // --small runs one activation: Elu, whose gradient takes the outputs (the
 // kernels' indexing is the same template for every activation).
@@ -281,14 +293,14 @@ void CheckFamily(const Op& op, const std::string& label,
                  const std::vector<int64_t>& sizes, Tally* t) {
   for (size_t k = 0; SmallShapes() && k < kSmallCases.size(); ++k) {
     const SmallCase& c = kSmallCases[k];
-    const int pick = static_cast<int>(k);
+    const SmallRuns runs{c.unaligned, static_cast<int>(k)};
     switch (c.dtype) {
-      case Dtype::kHalf: CheckCase<Family, Op, __half>(op, label, c.n, t, pick); break;
+      case Dtype::kHalf: CheckCase<Family, Op, __half>(op, label, c.n, t, &runs); break;
       case Dtype::kBFloat16:
-        CheckCase<Family, Op, __nv_bfloat16>(op, label, c.n, t, pick);
+        CheckCase<Family, Op, __nv_bfloat16>(op, label, c.n, t, &runs);
         break;
-      case Dtype::kFloat: CheckCase<Family, Op, float>(op, label, c.n, t, pick); break;
-      case Dtype::kDouble: CheckCase<Family, Op, double>(op, label, c.n, t, pick); break;
+      case Dtype::kFloat: CheckCase<Family, Op, float>(op, label, c.n, t, &runs); break;
+      case Dtype::kDouble: CheckCase<Family, Op, double>(op, label, c.n, t, &runs); break;
     }
   }
   for (int64_t n : SmallShapes() ? std::vector<int64_t>() : sizes) {
