@@ -270,9 +270,8 @@ inline unsigned __lanemask_lt() {
 #undef CUDA_ON_CPU_HERE
 
 // ------------------------------------------------------------- atomics ----
-// On the GPU every atomic is relaxed; sequentially consistent here costs
-// nothing that matters and never hides a missing barrier (ThreadSanitizer
-// only treats the atomic location itself as synchronised).
+// Relaxed, as on the GPU: an atomic gives no happens-before edge to other
+// memory, so ThreadSanitizer still sees a missing barrier around it.
 #define CUDA_ON_CPU_ATOMIC_RMW(name, builtin)                 \
   template <typename T>                                       \
   T name(T* address, T value) {                               \
