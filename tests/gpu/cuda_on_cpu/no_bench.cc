@@ -1,7 +1,7 @@
 // The CPU run's --bench: there is none. Timing CUDA threads that are OS
 // threads measures the layer's thread switches, not the kernels, so
-// gpu_bench.cu is left out of the CUDA-on-CPU builds (a third less to
-// compile) and this takes the place of its RunBenchmarks.
+// gpu_bench.cu is left out of the CUDA-on-CPU builds (about a tenth of their
+// compile time) and this takes the place of its RunBenchmarks.
 
 #include <cstdint>
 #include <cstdio>
