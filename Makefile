@@ -5,6 +5,8 @@
 #   make test-quick  build, then one case in 10 of each quick test (every file and test
 #                function still runs) on both cores: the developer loop; CI runs everything
 #   make engine-test  the CPU engine under ASan + UBSan (TF-free, tests/engine/)
+#   make gpu-selftest-cpu  the CUDA kernels' self-test on the CPU, plain and
+#                under ASan + UBSan and TSan (no GPU, no nvcc; tools/gpu_selftest_cpu.sh)
 #   make demo    build, then a short script using the ops from TF and Keras
 #   make bench   build, then the benchmark suite (BENCH_ARGS="--quick" for ~1 min)
 #   make wheel   a wheel in dist/, built against .venv's TensorFlow (and requiring exactly it)
@@ -47,7 +49,8 @@ WHEEL_BUILD_DIR ?= $(BUILD_DIR)-wheel
 REQ_STAMP := $(VENV)/.installed-$(TF_DIST)-$(TF)-$(shell cat requirements-dev.txt requirements-keras-hub.txt | cksum | cut -d' ' -f1)
 TF_DISTRIBUTIONS := tensorflow tensorflow-cpu
 
-.PHONY: venv build engine-test test test-quick demo bench wheel compat gpu-selftest bazel-build clean
+.PHONY: venv build engine-test test test-quick demo bench wheel compat gpu-selftest \
+  gpu-selftest-cpu bazel-build clean
 
 venv: $(REQ_STAMP)
 
@@ -133,9 +136,15 @@ bazel-build: venv
 gpu-selftest:
 	tools/gpu_selftest.sh
 
+# Without a GPU: the same self-test with the CUDA sources compiled as C++
+# against tests/gpu/cuda_on_cpu/, plain and under ASan + UBSan and TSan, and
+# the deliberate kernel bugs it must catch (CI runs it).
+gpu-selftest-cpu:
+	tools/gpu_selftest_cpu.sh
+
 # Venvs (.venv, .venv-tf*) stay; the install tests' venvs under build-tests/ go.
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops*.so \
+	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops*.so build-gpu-selftest-cpu \
 	  tf_ops/_tf_ops*.build.json build-bazel $(ENGINE_TEST_DIR) $(WHEEL_BUILD_DIR) build-pip dist \
 	  build-tests build-tf*
 

@@ -6,15 +6,20 @@
 //
 // Build and run on a GPU machine (no TensorFlow needed):
 //   tools/gpu_selftest.sh
-// Usage: tf_ops_gpu_selftest [--quick] | --bench [log2 n]
+// Usage: tf_ops_gpu_selftest [--quick | --small] [--family NAME]
+//                            | --bench [log2 n]
 //   --quick  small sizes and one attribute variant per activation: every code
 //            path, few launches (for compute-sanitizer runs).
+//   --small  fewer activations and shapes still (selftest_size.h): the run on
+//            the CPU, tools/gpu_selftest_cpu.sh.
+//   --family only the family of that SUMMARY name (forward, norm, ...).
 //   --bench  times the kernels instead (gpu_bench.cu).
 // Exit status 0 when every case passes, 1 otherwise, 2 without a usable GPU.
 // Lines starting with "SUMMARY " are for tools/gpu_selftest.sh to read.
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +35,7 @@
 #include "tests/gpu/norm_selftest.h"
 #include "tests/gpu/softmax_selftest.h"
 #include "tests/gpu/batch_norm_selftest.h"
+#include "tests/gpu/selftest_size.h"
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
 
@@ -76,14 +82,16 @@ bool Close(double a, double b, double rtol, double slack = 0.0) {
 }
 
 // A device buffer holding `host` at element offset `offset` (1 puts it off
-// the 16-byte grid, which takes the kernels' one-element path), with one
-// spare element after it.
+// the 16-byte grid, which takes the kernels' one-element path), and nothing
+// after it: a kernel reading or writing past the end leaves the allocation,
+// where memcheck (and AddressSanitizer, on the CPU) sees it.
 template <typename T>
 struct DeviceBuffer {
   T* base = nullptr;
   T* data = nullptr;
   DeviceBuffer(const std::vector<T>& host, int offset) {
-    CUDA_CHECK(cudaMalloc(&base, sizeof(T) * (host.size() + offset + 1)));
+    CUDA_CHECK(cudaMalloc(
+        &base, sizeof(T) * std::max<size_t>(host.size() + offset, 1)));
     data = base + offset;
     if (!host.empty()) {
       CUDA_CHECK(cudaMemcpy(data, host.data(), sizeof(T) * host.size(),
@@ -171,11 +179,49 @@ bool RunOnce(const Op& op, const std::string& name, const HostBuffers<T>& in,
   return ok;
 }
 
-// One family, activation, dtype and size: aligned, in place as the family
-// allows, each output alone where outputs are optional, and off the 16-byte
-// grid.
+// One run of a case: its buffers' element offset, the outputs written over
+// inputs, the one output computed (or -1 for all).
+struct Run {
+  std::string what;
+  int offset;
+  Aliases aliases;
+  int only;
+};
+
+// Aligned, in place as the family allows, each output alone where outputs
+// are optional, and off the 16-byte grid.
+template <typename Family>
+std::vector<Run> RunsOf(const std::string& name) {
+  std::vector<Run> runs = {{name, 0, {}, -1}};
+  for (const Aliases& aliases : Family::InPlace()) {
+    std::string what = name + " in place (output over input:";
+    for (const auto& [output, input] : aliases) {
+      what += " " + std::to_string(output) + " over " + std::to_string(input);
+    }
+    runs.push_back({what + ")", 0, aliases, -1});
+  }
+  if (Family::kOutputsOptional && Family::kOutputs > 1) {
+    for (int o = 0; o < Family::kOutputs; ++o) {
+      runs.push_back({name + " output " + std::to_string(o) + " alone", 0, {}, o});
+    }
+  }
+  runs.push_back({name + " unaligned", 1, {}, -1});
+  return runs;
+}
+
+// Which runs of RunsOf a --small case makes: the aligned or the unaligned
+// one, and the pick-th of the others (in place, one output alone; modulo
+// their count), so that a list of cases covers every run.
+struct SmallRuns {
+  bool unaligned;
+  int pick;
+};
+
+// One family, activation, dtype and size: every run of RunsOf, or with
+// `small` (--small) the two it names.
 template <typename Family, typename Op, typename T>
-void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
+void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t,
+               const SmallRuns* small = nullptr) {
   const std::string name = label + " " + Family::kName + " " +
                            DtypeInfo<T>::kName + " n=" + std::to_string(n);
   HostBuffers<T> samples;
@@ -194,23 +240,20 @@ void CheckCase(const Op& op, const std::string& label, int64_t n, Tally* t) {
   const std::vector<std::vector<double>> slack =
       Family::template Slack<T>(in, want, n);
 
-  bool ok = RunOnce<Family>(op, name, in, want, slack, n, /*offset=*/0, {}, -1);
-  for (const Aliases& aliases : Family::InPlace()) {
-    std::string what = name + " in place (output over input:";
-    for (const auto& [output, input] : aliases) {
-      what += " " + std::to_string(output) + " over " + std::to_string(input);
+  const std::vector<Run> runs = RunsOf<Family>(name);
+  const size_t last = runs.size() - 1;  // the unaligned run
+  bool ok = true;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    if (small != nullptr &&
+        (r == 0 || r == last
+             ? (r == last) != small->unaligned
+             : r != 1 + static_cast<size_t>(small->pick) % (last - 1))) {
+      continue;
     }
-    ok = RunOnce<Family>(op, what + ")", in, want, slack, n, 0, aliases, -1) &&
+    ok = RunOnce<Family>(op, runs[r].what, in, want, slack, n, runs[r].offset,
+                         runs[r].aliases, runs[r].only) &&
          ok;
   }
-  if (Family::kOutputsOptional && Family::kOutputs > 1) {
-    for (int o = 0; o < Family::kOutputs; ++o) {
-      ok = RunOnce<Family>(op, name + " output " + std::to_string(o) + " alone",
-                           in, want, slack, n, 0, {}, o) && ok;
-    }
-  }
-  ok = RunOnce<Family>(op, name + " unaligned", in, want, slack, n, 1, {}, -1) &&
-       ok;
   ++(ok ? t->passed : t->failed);
 }
 
@@ -220,25 +263,91 @@ const std::vector<int64_t> kSizes = {1,   3,    7,    8,       9,
                                      255, 256,  257,  4097,    1 << 20,
                                      8192 * 256 * 8 + 17};
 const std::vector<int64_t> kQuickSizes = {1, 3, 8, 9, 255, 257, 4097};
+// --small, a covering set rather than a cross product: sizes below a pack,
+// a pack and a tail, either side of the block size, and one that goes round
+// the grid-stride loops on the CPU (3 blocks at most), one per residue mod 5
+// (the fused families' shape choice), each in two dtypes (the largest in
+// one), every dtype in two or three and both aligned and unaligned; each
+// case also runs one of the other ways (in place, one output alone: the
+// case's index modulo their count), so that each is run.
+struct SmallCase {
+  int64_t n;
+  Dtype dtype;
+  bool unaligned;
+};
+const std::vector<SmallCase> kSmallCases = {
+    {1, Dtype::kHalf, true},      {9, Dtype::kBFloat16, true},
+    {255, Dtype::kDouble, true},  {257, Dtype::kFloat, true},
+    {4098, Dtype::kFloat, false}, {1, Dtype::kFloat, true},
+    {9, Dtype::kDouble, false},   {255, Dtype::kHalf, false},
+    {257, Dtype::kBFloat16, false}};
+
+// --small runs one activation: Elu, whose gradient takes the outputs (the
+// kernels' indexing is the same template for every activation).
+bool InSmallSet(const char* activation) {
+  return std::strcmp(activation, "Elu") == 0;
+}
 
 template <typename Family, typename Op>
 void CheckFamily(const Op& op, const std::string& label,
                  const std::vector<int64_t>& sizes, Tally* t) {
-  for (int64_t n : sizes) {
+  for (size_t k = 0; SmallShapes() && k < kSmallCases.size(); ++k) {
+    const SmallCase& c = kSmallCases[k];
+    const SmallRuns runs{c.unaligned, static_cast<int>(k)};
+    switch (c.dtype) {
+      case Dtype::kHalf: CheckCase<Family, Op, __half>(op, label, c.n, t, &runs); break;
+      case Dtype::kBFloat16:
+        CheckCase<Family, Op, __nv_bfloat16>(op, label, c.n, t, &runs);
+        break;
+      case Dtype::kFloat: CheckCase<Family, Op, float>(op, label, c.n, t, &runs); break;
+      case Dtype::kDouble: CheckCase<Family, Op, double>(op, label, c.n, t, &runs); break;
+    }
+  }
+  for (int64_t n : SmallShapes() ? std::vector<int64_t>() : sizes) {
     CheckCase<Family, Op, __half>(op, label, n, t);
     CheckCase<Family, Op, __nv_bfloat16>(op, label, n, t);
     CheckCase<Family, Op, float>(op, label, n, t);
     CheckCase<Family, Op, double>(op, label, n, t);
   }
-  // An empty tensor launches nothing and reports no error.
+  // An empty problem reports no error. Its empty buffers are null; a buffer
+  // that is not empty at n = 0 (the bias of a gated op: its gradient is
+  // zeros) is given, and such an output must come back zero.
   Args empty;
-  empty.in.assign(Family::kInputs, nullptr);
-  empty.out.assign(Family::kOutputs, nullptr);
-  const bool ok =
-      Family::Gpu(op, Dtype::kFloat, empty, 0, nullptr) == nullptr;
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> given;
+  for (int i = 0; i < Family::kInputs; ++i) {
+    const int64_t size = Family::InputSize(i, 0);
+    if (size > 0) {
+      given.push_back(std::make_unique<DeviceBuffer<float>>(
+          std::vector<float>(size, 1.0f), 0));
+    }
+    empty.in.push_back(size > 0 ? given.back()->data : nullptr);
+  }
+  for (int o = 0; o < Family::kOutputs; ++o) {
+    const int64_t size = Family::OutputSize(o, 0);
+    if (size > 0) {
+      given.push_back(std::make_unique<DeviceBuffer<float>>(
+          std::vector<float>(size, 1.0f), 0));
+    }
+    empty.out.push_back(size > 0 ? given.back()->data : nullptr);
+  }
+  const char* err = Family::Gpu(op, Dtype::kFloat, empty, 0, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  bool ok = err == nullptr;
   if (!ok) {
-    std::printf("FAIL %s %s: empty launch reported an error\n", label.c_str(),
-                Family::kName);
+    std::printf("FAIL %s %s: empty launch reported an error: %s\n",
+                label.c_str(), Family::kName, err);
+  }
+  for (int o = 0; ok && o < Family::kOutputs; ++o) {
+    const int64_t size = Family::OutputSize(o, 0);
+    if (size == 0) continue;
+    std::vector<float> got(size);
+    CUDA_CHECK(cudaMemcpy(got.data(), empty.out[o], sizeof(float) * size,
+                          cudaMemcpyDeviceToHost));
+    for (float v : got) ok = ok && v == 0.0f;
+    if (!ok) {
+      std::printf("FAIL %s %s: empty problem: output %d is not zeros\n",
+                  label.c_str(), Family::kName, o);
+    }
   }
   ++(ok ? t->passed : t->failed);
 }
@@ -272,6 +381,7 @@ std::vector<Sigmoid> Variants(Sigmoid) { return {Sigmoid{}}; }
 
 template <typename Family, typename Op>
 void CheckAllVariants(bool quick, Tally* t) {
+  if (SmallShapes() && !InSmallSet(Op::kName)) return;
   std::vector<Op> variants = Variants(Op{});
   if (quick) variants.resize(1);
   for (const Op& op : variants) {
@@ -296,12 +406,35 @@ Tally CheckEveryActivation(bool quick) {
 
 int RunBenchmarks(int64_t n);  // gpu_bench.cu
 
+// --family NAME: the one family to check; empty for all.
+std::string g_family;
+bool Wanted(const std::string& family) {
+  return g_family.empty() || g_family == family;
+}
+
 }  // namespace tf_ops
 
 int main(int argc, char** argv) {
-  const std::string mode = argc > 1 ? argv[1] : "";
-  if (!mode.empty() && mode != "--bench" && mode != "--quick") {
-    std::fprintf(stderr, "usage: %s [--quick] | --bench [log2 n]\n", argv[0]);
+  // Lines in order with a sanitizer's or the layer's messages on stderr.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  int arg = 1;
+  std::string mode;  // "", --quick, --small or --bench
+  if (arg < argc && (std::string(argv[arg]) == "--quick" ||
+                     std::string(argv[arg]) == "--small" ||
+                     std::string(argv[arg]) == "--bench")) {
+    mode = argv[arg++];
+  }
+  if (mode != "--bench" && arg + 1 < argc &&
+      std::string(argv[arg]) == "--family") {
+    tf_ops::g_family = argv[arg + 1];
+    arg += 2;
+  }
+  if (mode == "--bench" && arg < argc) ++arg;  // its log2 n
+  if (arg < argc) {
+    std::fprintf(stderr,
+                 "usage: %s [--quick | --small] [--family NAME] | --bench "
+                 "[log2 n]\n",
+                 argv[0]);
     return 64;
   }
   int devices = 0;
@@ -328,10 +461,15 @@ int main(int argc, char** argv) {
     return tf_ops::RunBenchmarks(int64_t{1} << log2);
   }
 
-  const bool quick = mode == "--quick";
+  const bool quick = mode == "--quick" || mode == "--small";
+  if (mode == "--small") {
+    tf_ops::CurrentSelftestSize() = tf_ops::SelftestSize::kSmall;
+  } else if (quick) {
+    tf_ops::CurrentSelftestSize() = tf_ops::SelftestSize::kQuick;
+  }
   int passed = 0, failed = 0;
 #define TF_OPS_CHECK_FAMILY(Family)                                   \
-  {                                                                   \
+  if (tf_ops::Wanted(tf_ops::Family::kName)) {                        \
     const tf_ops::Tally t = tf_ops::CheckEveryActivation<tf_ops::Family>(quick); \
     passed += t.passed;                                               \
     failed += t.failed;                                               \
@@ -339,24 +477,28 @@ int main(int argc, char** argv) {
   TF_OPS_GPU_FAMILIES(TF_OPS_CHECK_FAMILY)
   TF_OPS_GPU_FUSED_FAMILIES(TF_OPS_CHECK_FAMILY)
 #undef TF_OPS_CHECK_FAMILY
-  {
+  if (tf_ops::Wanted("norm")) {
     const auto norm = tf_ops::RunNormSelftest(quick);
     passed += norm.first;
     failed += norm.second;
   }
-  {
+  if (tf_ops::Wanted("softmax")) {
     const tf_ops::softmax_selftest::Result t = tf_ops::CheckSoftmaxFamily(quick);
     passed += t.passed;
     failed += t.failed;
   }
-  {
+  if (tf_ops::Wanted("batch_norm")) {
     const auto t = tf_ops::batch_norm_selftest::RunAll(quick);
     passed += t.passed;
     failed += t.failed;
   }
 
+  if (!tf_ops::g_family.empty() && passed + failed == 0) {
+    std::fprintf(stderr, "no family named %s\n", tf_ops::g_family.c_str());
+    return 64;
+  }
   std::printf("%d passed, %d failed\n", passed, failed);
   std::printf("SUMMARY checks total passed=%d failed=%d%s\n", passed, failed,
-              quick ? " quick" : "");
+              mode == "--small" ? " small" : quick ? " quick" : "");
   return failed == 0 ? 0 : 1;
 }

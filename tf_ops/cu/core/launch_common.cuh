@@ -21,17 +21,30 @@ namespace gpu {
 //   TF_OPS_LAUNCH(grid, block, shared_bytes, stream, Kernel<Args...>)(args...);
 // The kernel comes last so that the commas of its template arguments need no
 // parentheses. Under nvcc it is exactly the <<<...>>> launch; when the .cu
-// sources are compiled as C++ for the CPU (the CUDA-on-CPU self-test), the
-// layer that stands in for the CUDA runtime defines it first.
+// sources are compiled as C++ for the CPU (the CUDA-on-CPU self-test,
+// tests/gpu/cuda_on_cpu/), the layer that stands in for the CUDA runtime
+// defines it first.
 #ifndef TF_OPS_LAUNCH
 #define TF_OPS_LAUNCH(grid, block, shared_bytes, stream, ...) \
   __VA_ARGS__<<<(grid), (block), (shared_bytes), (stream)>>>
 #endif
 
+// Dynamic shared memory is declared TF_OPS_DYNAMIC_SHARED(type, name); the
+// CUDA-on-CPU layer defines it as the launch's buffer instead.
+#ifndef TF_OPS_DYNAMIC_SHARED
+#define TF_OPS_DYNAMIC_SHARED(type, name) \
+  extern __shared__ __align__(16) type name[]
+#endif
+
 constexpr int kThreadsPerBlock = 256;
 // Enough blocks to fill any current GPU several times over; the grid-stride
-// loop covers larger tensors without an ever larger grid.
-constexpr int64_t kMaxBlocks = 8192;
+// loop covers larger tensors without an ever larger grid. The CUDA-on-CPU
+// layer sets a small TF_OPS_MAX_BLOCKS, so that the self-test's small sizes
+// already go round the grid-stride loops.
+#ifndef TF_OPS_MAX_BLOCKS
+#define TF_OPS_MAX_BLOCKS 8192
+#endif
+constexpr int64_t kMaxBlocks = TF_OPS_MAX_BLOCKS;
 
 __device__ __forceinline__ int64_t GlobalThread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -1,0 +1,56 @@
+# The deliberate breaks: one kernel bug each, of the kinds that hide in
+# reductions and vector loads, which the GPU self-test on the CPU must catch
+# (tools/gpu_selftest_cpu.sh builds each into its build's self-test, runs the
+# family, and fails unless the run fails with a line that matches <expect>,
+# which names the family and the case). A break whose text is no longer in
+# its kernel stops the build (cmake/TfOpsApplyBreak.cmake): update it here.
+#
+# tf_ops_selftest_break(<name> <build> <family> <kernel source> <expect>
+#                       <why> <text> <replacement>)
+
+tf_ops_selftest_break(missing-syncthreads tsan norm
+  tf_ops/cu/norm/norm_gpu.cu
+  "^FAIL norm [a-z0-9]+ [A-Za-z]+ \\[[0-9]+, [0-9]+\\] [a-z]+ launch: .*ThreadSanitizer: data race"
+  "the __syncthreads between the warps' sums and their reading, in the block reduction"
+  [=[
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  C total = 0;
+]=] [=[
+  if (lane == 0) shared[warp] = v;
+  C total = 0;
+]=])
+
+tf_ops_selftest_break(grid-stride-tail asan forward
+  tf_ops/cu/activation/elementwise_gpu.cu
+  "^FAIL [A-Za-z]+ forward (float16|bfloat16|float32|float64) n=[0-9]+.*launch error .*AddressSanitizer: heap-buffer-overflow"
+  "the one-element tail loop running to i <= n"
+  [=[
+  for (int64_t i = done + GlobalThread(); i < n; i += GlobalThreads()) {
+    y[i] = ForwardOne(op, x[i]);
+]=] [=[
+  for (int64_t i = done + GlobalThread(); i <= n; i += GlobalThreads()) {
+    y[i] = ForwardOne(op, x[i]);
+]=])
+
+tf_ops_selftest_break(shuffle-offset plain softmax
+  tf_ops/cu/softmax/softmax_gpu.cu
+  "^FAIL softmax [a-z_ -]+ [0-9]+x[0-9]+"
+  "the warp butterfly starting at offset 8, not 16 (each half-warp reduces alone)"
+  [=[
+  for (int offset = 16; offset > 0; offset /= 2) {
+    v = op(v, __shfl_xor_sync(kFullMask, v, offset));
+]=] [=[
+  for (int offset = 8; offset > 0; offset /= 2) {
+    v = op(v, __shfl_xor_sync(kFullMask, v, offset));
+]=])
+
+tf_ops_selftest_break(misaligned-load asan forward
+  tf_ops/cu/activation/elementwise_gpu.cu
+  "^FAIL [A-Za-z]+ forward float64 n=[0-9]+ unaligned: launch error .*misaligned"
+  "the 16-byte packs taken where a buffer is only 8-byte aligned"
+  [=[
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+]=] [=[
+  return reinterpret_cast<uintptr_t>(p) % 8 == 0;
+]=])
