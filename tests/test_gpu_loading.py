@@ -369,6 +369,9 @@ _CHILD = textwrap.dedent(r"""
                 norm = True
                 inputs = [tf.reshape(x, [1, 5]) if a.name in ("x", "y_backprop") else tf.ones([5])
                           for a in op_def_registry.get(op).input_arg]
+            elif op.startswith("TfOps>RotaryEmbedding"):  # x [1, 5, 2] (pairs), a start
+                norm = True
+                inputs = [tf.reshape(tf.concat([x, x], 0), [1, 5, 2]), tf.constant(3.0)]
             elif op == "TfOps>ScaledMaskedSoftmax":  # the softmax family's non-float inputs
                 inputs = [x, tf.constant(True)]
             elif op == "TfOps>SparseSoftmaxCrossEntropy":

@@ -30,6 +30,7 @@
 #include "tests/gpu/norm_selftest.h"
 #include "tests/gpu/softmax_selftest.h"
 #include "tests/gpu/batch_norm_selftest.h"
+#include "tests/gpu/rotary_selftest.h"
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
 
@@ -353,6 +354,11 @@ int main(int argc, char** argv) {
     const auto t = tf_ops::batch_norm_selftest::RunAll(quick);
     passed += t.passed;
     failed += t.failed;
+  }
+  {
+    const auto rotary = tf_ops::RunRotarySelftest(quick);
+    passed += rotary.first;
+    failed += rotary.second;
   }
 
   std::printf("%d passed, %d failed\n", passed, failed);
