@@ -267,7 +267,9 @@ def test_xla_lowering_matches_the_kernels():
             y = call(x, **kwargs)
         return y, tape.gradient(y, x, output_gradients=dy)
 
-    for (shape, spec), dtype in zip(CASES, [tf.float32, tf.bfloat16, tf.float64] * 5):
+    # Every kind of layout, positions and rope type once, the dtypes in turn.
+    picked = [CASES[i] for i in (0, 3, 5, 7, 9, 11, 12)]
+    for (shape, spec), dtype in zip(picked, [tf.float32, tf.bfloat16, tf.float64] * 3):
         x64, kwargs = _case(shape, spec, rng)
         x, dy = tf.cast(x64, dtype), tf.cast(rng.normal(size=shape), dtype)
         jit = tf.function(lambda x, dy: step(x, dy, kwargs), jit_compile=True)

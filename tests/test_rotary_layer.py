@@ -175,11 +175,11 @@ def test_drop_in_for_keras_hub_llama():
         return [logits] + tape.gradient(loss, lm.trainable_variables)
 
     def decode():
-        hidden, cache = lm._build_cache(tokens[:, :4])
+        hidden, cache = lm._build_cache(tokens[:, :7])
         outs = []
-        padded = np.pad(tokens, ((0, 0), (0, 6)))
-        cache = tf.concat([cache, tf.zeros_like(cache)[:, :, :, :6]], axis=3)
-        for i in range(4, 10):
+        padded = np.pad(tokens, ((0, 0), (0, 3)))
+        cache = tf.concat([cache, tf.zeros_like(cache)[:, :, :, :3]], axis=3)
+        for i in range(7, 10):
             logits, _, cache = lm.call_with_cache(padded[:, i:i + 1], cache, tf.constant(i))
             outs.append(logits)
         return outs
@@ -196,7 +196,7 @@ def test_drop_in_for_keras_hub_llama():
 
 @pytest.mark.slow  # a subprocess runs SavedModel, four TFLite runs and ONNX: ~50 s
 def test_portable_export_to_savedmodel_tflite_and_onnx(tmp_path):
-    from test_export import _run_jobs, _runs
+    from test_export import assert_portable_export_runs
 
     keras.utils.set_random_seed(5)
     model = keras.Sequential([keras.Input((8, 8)), keras.layers.Dense(16),
@@ -206,12 +206,4 @@ def test_portable_export_to_savedmodel_tflite_and_onnx(tmp_path):
                               L.RotaryEmbedding(rope_type="yarn", scaling_factor=4.0),
                               keras.layers.Flatten(), keras.layers.Dense(2)])
     x = np.random.default_rng(9).normal(size=(16, 8, 8)).astype(np.float32)
-    with tf_ops.portable():
-        model.export(str(tmp_path / "export"), verbose=False)
-    np.save(tmp_path / "x.npy", x)
-    jobs = [{"name": k, "kind": k, "path": str(tmp_path / "export"), "input": str(tmp_path / "x.npy")}
-            for k in ("savedmodel", "tflite_convert", "onnx")]
-    results = _run_jobs(tmp_path, jobs)
-    for job in jobs:
-        for run, got, expected in _runs(results, job, model, x):
-            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4, err_msg=run)
+    assert_portable_export_runs(model, x, tmp_path, tol=1e-4)

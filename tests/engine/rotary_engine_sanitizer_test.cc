@@ -26,7 +26,7 @@
 #include <random>
 #include <vector>
 
-#include "tf_ops/cc/core/narrow_float.h"
+#include "tests/engine/engine_check.h"
 #include "tf_ops/cc/rotary/rotary_cpu.h"
 #include "tf_ops/cc/rotary/rotary_layout.h"
 #include "tf_ops/cc/rotary/rotary_math.h"
@@ -35,69 +35,21 @@ namespace tf_ops {
 namespace rotary {
 namespace {
 
-int failures = 0;
-int checks = 0;
+using engine_check::Buffer;
+using engine_check::checks;
+using engine_check::Expect;
+using engine_check::failures;
+using engine_check::Store;
 
-void Expect(bool ok, const char* what, const char* ctx, double got,
-            double want, int64_t at) {
-  ++checks;
-  if (ok) return;
-  if (++failures <= 30) {
-    std::printf("FAIL %s %s at %lld: got %.17g, want %.17g\n", ctx, what,
-                static_cast<long long>(at), got, want);
-  }
-}
-
-struct Kind {
-  Dtype dtype;
-  const char* name;
-  size_t size;
-  double ulp;  // the dtype's unit roundoff
-};
-const Kind kKinds[] = {{Dtype::kHalf, "half", 2, 0x1p-11},
-                       {Dtype::kBFloat16, "bfloat16", 2, 0x1p-8},
-                       {Dtype::kFloat, "float", 4, 0x1p-24},
-                       {Dtype::kDouble, "double", 8, 0x1p-53}};
-
-void Put(const Kind& k, void* p, int64_t i, double v) {
-  switch (k.dtype) {
-    case Dtype::kHalf:
-      static_cast<uint16_t*>(p)[i] =
-          narrow_float::FloatToHalf(static_cast<float>(v));
-      break;
-    case Dtype::kBFloat16:
-      static_cast<uint16_t*>(p)[i] =
-          narrow_float::FloatToBFloat16(static_cast<float>(v));
-      break;
-    case Dtype::kFloat:
-      static_cast<float*>(p)[i] = static_cast<float>(v);
-      break;
-    case Dtype::kDouble:
-      static_cast<double*>(p)[i] = v;
-      break;
-  }
-}
-double Get(const Kind& k, const void* p, int64_t i) {
-  switch (k.dtype) {
-    case Dtype::kHalf:
-      return narrow_float::HalfToFloat(static_cast<const uint16_t*>(p)[i]);
-    case Dtype::kBFloat16:
-      return narrow_float::BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    case Dtype::kFloat:
-      return static_cast<const float*>(p)[i];
-    case Dtype::kDouble:
-      return static_cast<const double*>(p)[i];
-  }
-  return 0.0;
-}
+// eps: the dtype's unit roundoff.
+const Store kStores[] = {{Dtype::kHalf, "half", 2, 0x1p-11},
+                         {Dtype::kBFloat16, "bfloat16", 2, 0x1p-8},
+                         {Dtype::kFloat, "float", 4, 0x1p-24},
+                         {Dtype::kDouble, "double", 8, 0x1p-53}};
 
 // The compute type's rounding (positions, angles).
-double Round(const Kind& k, double v) {
-  return k.dtype == Dtype::kDouble ? v : static_cast<double>(static_cast<float>(v));
-}
-
-std::unique_ptr<char[]> Buffer(size_t bytes) {
-  return bytes == 0 ? nullptr : std::unique_ptr<char[]>(new char[bytes]);
+double Round(const Store& k, double v) {
+  return k.wide() ? v : static_cast<double>(static_cast<float>(v));
 }
 
 struct Case {
@@ -107,7 +59,7 @@ struct Case {
   RopeParams params;
 };
 
-void Run(const Kind& k, const Case& c, std::mt19937* rng) {
+void Run(const Store& k, const Case& c, std::mt19937* rng) {
   const int rank = static_cast<int>(c.dims.size());
   char ctx[200];
   int len = std::snprintf(ctx, sizeof(ctx), "%s x[", k.name);
@@ -115,8 +67,9 @@ void Run(const Kind& k, const Case& c, std::mt19937* rng) {
     len += std::snprintf(ctx + len, sizeof(ctx) - len, "%s%lld", a ? "," : "",
                          static_cast<long long>(c.dims[a]));
   }
-  std::snprintf(ctx + len, sizeof(ctx) - len, "] seq=%d feat=%d pos_rank=%d type=%d",
-                c.seq_axis, c.feature_axis, static_cast<int>(c.positions.size()),
+  std::snprintf(ctx + len, sizeof(ctx) - len,
+                "] seq=%d feat=%d pos_rank=%d type=%d", c.seq_axis,
+                c.feature_axis, static_cast<int>(c.positions.size()),
                 static_cast<int>(c.params.type));
   int64_t n = 1;
   for (int64_t d : c.dims) n *= d;
@@ -130,23 +83,20 @@ void Run(const Kind& k, const Case& c, std::mt19937* rng) {
     return;
   }
   const int64_t d = c.dims[c.feature_axis], half = d / 2;
-  const bool wide = k.dtype == Dtype::kDouble;
   int64_t p_count = 1;
   for (int64_t v : c.positions) p_count *= v;
-  auto positions = Buffer(p_count * (wide ? 8 : 4));
+  auto positions = Buffer(p_count * k.stat_size());
   std::uniform_real_distribution<double> value(-2.0, 2.0);
   std::uniform_int_distribution<int> position(0, 3000);
   std::vector<double> p_values(p_count);
   for (int64_t i = 0; i < p_count; ++i) {
     p_values[i] = p_rank == 0 ? 17.0 : position(*rng);
-    if (wide) {
-      reinterpret_cast<double*>(positions.get())[i] = p_values[i];
-    } else {
-      reinterpret_cast<float*>(positions.get())[i] = static_cast<float>(p_values[i]);
-    }
+    k.PutStat(positions.get(), i, p_values[i]);
   }
   std::vector<double> inverse(half);
-  for (int64_t j = 0; j < half; ++j) inverse[j] = InverseFrequency(c.params, d, j);
+  for (int64_t j = 0; j < half; ++j) {
+    inverse[j] = InverseFrequency(c.params, d, j);
+  }
   RotaryArgs args;
   args.dtype = k.dtype;
   args.layout = l;
@@ -155,7 +105,7 @@ void Run(const Kind& k, const Case& c, std::mt19937* rng) {
   args.magnitude = Magnitude(c.params);
   auto x = Buffer(n * k.size), y = Buffer(n * k.size), z = Buffer(n * k.size),
        back = Buffer(n * k.size);
-  for (int64_t i = 0; i < n; ++i) Put(k, x.get(), i, value(*rng));
+  for (int64_t i = 0; i < n; ++i) k.Put(x.get(), i, value(*rng));
   // Forward in odd shards of units.
   const int64_t cut = units / 3;
   CpuRotary(args, x.get(), y.get(), 0, cut);
@@ -172,8 +122,9 @@ void Run(const Kind& k, const Case& c, std::mt19937* rng) {
   int batch_axis = 0;
   while (batch_axis == c.seq_axis || batch_axis == c.feature_axis) ++batch_axis;
   const double m = Round(k, Magnitude(c.params));
+  // The compute type's unit roundoff.
+  const double ce = k.wide() ? 0x1p-53 : 0x1p-24;
   std::vector<int64_t> index(rank);
-  double worst = 0.0;
   for (int64_t e = 0; e < n; ++e) {
     int64_t rest = e;
     for (int a = rank - 1; a >= 0; --a) {
@@ -191,29 +142,27 @@ void Run(const Kind& k, const Case& c, std::mt19937* rng) {
       pos = Round(k, p_values[0] + static_cast<double>(s));
     } else {
       const int64_t ps = c.positions.back() == 1 ? 0 : s;
-      const int64_t pb = p_rank == 2 && c.positions[0] != 1 ? index[batch_axis] : 0;
+      const int64_t pb =
+          p_rank == 2 && c.positions[0] != 1 ? index[batch_axis] : 0;
       pos = Round(k, p_values[pb * c.positions.back() + ps]);
     }
     const double angle = Round(k, pos * Round(k, inverse[j]));
-    const double cs = Round(k, m * std::cos(angle)), sn = Round(k, m * std::sin(angle));
-    const double xv = Get(k, x.get(), e), other = Get(k, x.get(), partner);
+    const double cs = Round(k, m * std::cos(angle));
+    const double sn = Round(k, m * std::sin(angle));
+    const double xv = k.Get(x.get(), e), other = k.Get(x.get(), partner);
     const double want = f < half ? xv * cs - other * sn : xv * cs + other * sn;
-    const double got = Get(k, y.get(), e);
-    // The compute type's roundings (products, sum), then the output's.
-    const double tol = 4 * 0x1p-24 * (std::fabs(xv) + std::fabs(other)) * m +
-                       k.ulp * std::fabs(want) + 1e-300;
-    const double tol_c = wide ? 8 * 0x1p-53 * (std::fabs(xv) + std::fabs(other)) * m +
-                                    1e-300
-                              : tol;
-    Expect(std::isfinite(got) && std::fabs(got - want) <= tol_c, "y", ctx, got,
+    const double got = k.Get(y.get(), e);
+    // The compute type's roundings (sine, cosine, products, sum), then the
+    // output's.
+    const double scale = (std::fabs(xv) + std::fabs(other)) * m;
+    const double tol = 8 * ce * scale + k.eps * std::fabs(want) + 1e-300;
+    Expect(std::isfinite(got) && std::fabs(got - want) <= tol, "y", ctx, got,
            want, e);
-    worst = std::fmax(worst, std::fabs(got - want) / (std::fabs(want) + 1e-30));
     // R^T R = m^2 (the yarn temperature squared), to the roundings of two
     // passes.
-    const double want_back = Get(k, x.get(), e) * m * m;
-    const double got_back = Get(k, back.get(), e);
-    const double tol_back = 8 * (wide ? 0x1p-50 : 0x1p-22 + 2 * k.ulp) *
-                            (std::fabs(xv) + std::fabs(other) + 1.0) * m * m;
+    const double want_back = k.Get(x.get(), e) * m * m;
+    const double got_back = k.Get(back.get(), e);
+    const double tol_back = 8 * (8 * ce + 2 * k.eps) * (scale + m) * m;
     Expect(std::fabs(got_back - want_back) <= tol_back, "transpose", ctx,
            got_back, want_back, e);
   }
@@ -244,7 +193,7 @@ int main() {
       {{3, 7, 2, 18}, 1, 3, {1}, Params(RopeType::kLinear, 1.0, 32)},
       {{2, 3, 9, 16}, 2, 3, {2, 9}, linear},   // [B, H, S, D]
       {{9, 2, 3, 16}, 0, 3, {2, 9}, linear},   // [S, B, H, D]: batch after seq
-      {{2, 12, 7}, 2, 1, {2, 7}, linear},      // [B, D, S]: an angle per element
+      {{2, 12, 7}, 2, 1, {2, 7}, linear},      // [B, D, S]: angle per element
       {{2, 5, 10, 3}, 1, 2, {5}, linear},      // [B, S, D, H]
       {{7, 4}, 0, 1, {}, linear},              // [S, D]
       {{4, 7}, 1, 0, {7}, Params(RopeType::kYarn, 2.0)},  // [D, S]
@@ -252,7 +201,7 @@ int main() {
       {{2, 0, 8}, 1, 2, {}, linear},
       {{2, 4, 0}, 1, 2, {}, linear},
   };
-  for (const Kind& k : kKinds) {
+  for (const Store& k : kStores) {
     for (const Case& c : cases) Run(k, c, &rng);
   }
   std::printf("SUMMARY checks family=rotary-engine passed=%d failed=%d\n",

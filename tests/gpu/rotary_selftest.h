@@ -65,10 +65,10 @@ inline void Compare(const Kind& k, const char* what, const char* ctx,
     return;
   }
   ++t->failed;
-  std::printf("FAIL rotary %s %s at %lld: cpu %.9g gpu %.9g (rel %.3g > %.3g)\n",
-              ctx, what, static_cast<long long>(worst),
-              Get(k, cpu, worst, false), Get(k, gpu, worst, false), worst_err,
-              k.rtol);
+  std::printf(
+      "FAIL rotary %s %s at %lld: cpu %.9g gpu %.9g (rel %.3g > %.3g)\n", ctx,
+      what, static_cast<long long>(worst), Get(k, cpu, worst, false),
+      Get(k, gpu, worst, false), worst_err, k.rtol);
 }
 
 inline void CheckCase(const Kind& k, const Case& c, std::mt19937* rng,
@@ -97,7 +97,8 @@ inline void CheckCase(const Kind& k, const Case& c, std::mt19937* rng,
   for (int64_t v : c.positions) p_count *= v;
   std::uniform_real_distribution<double> value(-3.0, 3.0);
   std::uniform_int_distribution<int> position(0, 5000);
-  std::vector<char> x(n * k.size), positions(p_count * (k.dtype == Dtype::kDouble ? 8 : 4));
+  const size_t stat = k.dtype == Dtype::kDouble ? 8 : 4;
+  std::vector<char> x(n * k.size), positions(p_count * stat);
   for (int64_t i = 0; i < n; ++i) Put(k, &x, i, value(*rng), false);
   for (int64_t i = 0; i < p_count; ++i) {
     Put(k, &positions, i, p_rank == 0 ? 11.0 : position(*rng), true);
@@ -124,8 +125,9 @@ inline void CheckCase(const Kind& k, const Case& c, std::mt19937* rng,
                                            d_positions.p, d_x.p, d_y.p,
                                            scratch.p, nullptr);
     if (err == nullptr) {
-      err = rotary::LaunchRotary(k.dtype, l, params, transpose, d_positions.p,
-                                 d_in_place.p, d_in_place.p, scratch.p, nullptr);
+      err = rotary::LaunchRotary(k.dtype, l, params, transpose,
+                                 d_positions.p, d_in_place.p, d_in_place.p,
+                                 scratch.p, nullptr);
     }
     CUDA_CHECK(cudaDeviceSynchronize());
     if (err != nullptr) {

@@ -29,20 +29,29 @@ int64_t BlocksBeforeSequence(const RotaryLayout& l) {
   return per_block == 0 ? 0 : l.outer / per_block;
 }
 
+// Element i of the two halves (x1, x2) turned into (y1, y2): both read
+// before either is written, so y may be x.
+template <typename S>
+inline void TurnPair(const Rotation<Compute<S>>& r,
+                     const typename S::Stored* x1,
+                     const typename S::Stored* x2, typename S::Stored* y1,
+                     typename S::Stored* y2, int64_t i) {
+  const RotatedPair<Compute<S>> p = Rotate(r, S::Load(x1[i]), S::Load(x2[i]));
+  y1[i] = S::Store(p.first);
+  y2[i] = S::Store(p.second);
+}
+
 // One row of D features, turned by the table's rotations.
 template <typename S>
 inline void RotateRow(int64_t half, const Compute<S>* cos_table,
                       const Compute<S>* sin_table,
                       const typename S::Stored* x, typename S::Stored* y) {
   using C = Compute<S>;
-  // Each j reads both its elements before writing them, and no two j share
-  // one: safe in place.
+  // No two j share an element: the loop vectorises, also in place.
 #pragma GCC ivdep
   for (int64_t j = 0; j < half; ++j) {
-    const RotatedPair<C> p = Rotate(Rotation<C>{cos_table[j], sin_table[j]},
-                                    S::Load(x[j]), S::Load(x[j + half]));
-    y[j] = S::Store(p.first);
-    y[j + half] = S::Store(p.second);
+    TurnPair<S>(Rotation<C>{cos_table[j], sin_table[j]}, x, x + half, y,
+                y + half, j);
   }
 }
 
@@ -103,7 +112,9 @@ void Blocks(const RotaryArgs& args, const void* x_raw, void* y_raw,
   const int64_t half = l.half(), inner = l.inner;
   const C* positions = static_cast<const C*>(args.positions);
   const C magnitude = static_cast<C>(args.magnitude);
-  std::vector<C> position(inner);
+  const bool transpose = args.transpose;
+  std::vector<C> position_buffer(inner);
+  C* position = position_buffer.data();
   for (int64_t o = begin; o < end; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       position[i] = PositionAt(l, positions, l.PositionIndex(o * inner + i));
@@ -117,11 +128,9 @@ void Blocks(const RotaryArgs& args, const void* x_raw, void* y_raw,
       Stored* y2 = y1 + half * inner;
 #pragma GCC ivdep
       for (int64_t i = 0; i < inner; ++i) {
-        const Rotation<C> r = RotationOf(Angle(position[i], inverse),
-                                         magnitude, args.transpose);
-        const RotatedPair<C> p = Rotate(r, S::Load(x1[i]), S::Load(x2[i]));
-        y1[i] = S::Store(p.first);
-        y2[i] = S::Store(p.second);
+        TurnPair<S>(
+            RotationOf(Angle(position[i], inverse), magnitude, transpose), x1,
+            x2, y1, y2, i);
       }
     }
   }

@@ -120,8 +120,8 @@ class RotaryOp : public OpKernel {
                                     positions.shape(), attrs_, &c.layout,
                                     &sequence_axis, &feature_axis));
     Tensor* y = nullptr;
-    OP_REQUIRES_OK(ctx,
-                   ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0,
+                                                             x.shape(), &y));
     if (x.NumElements() == 0) return;
     c.dtype = DtypeOf<T>();
     c.params = &attrs_.params;

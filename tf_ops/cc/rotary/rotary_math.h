@@ -77,7 +77,8 @@ TF_OPS_HOST_DEVICE double Clip(double v, double lo, double hi) {
 // wavelength turns `rotations` times over the original context.
 TF_OPS_HOST_DEVICE double YarnCorrectionDim(const RopeParams& p,
                                             double rotations, double dim) {
-  return dim * ::log(p.original_max_position_embeddings / (rotations * kTwoPi)) /
+  const double turns = rotations * kTwoPi;
+  return dim * ::log(p.original_max_position_embeddings / turns) /
          (2.0 * ::log(p.max_wavelength));
 }
 

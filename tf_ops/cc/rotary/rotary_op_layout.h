@@ -68,7 +68,8 @@ absl::Status ReadRotaryAttrs(Ctx* ctx, const std::string& op,
   TF_RETURN_IF_ERROR(ctx->GetAttr("denominator_dim", &denominator_dim));
   TF_RETURN_IF_ERROR(ctx->GetAttr("beta_fast", &beta_fast));
   TF_RETURN_IF_ERROR(ctx->GetAttr("beta_slow", &beta_slow));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("original_max_position_embeddings", &original));
+  TF_RETURN_IF_ERROR(
+      ctx->GetAttr("original_max_position_embeddings", &original));
   TF_RETURN_IF_ERROR(ctx->GetAttr("truncate", &p.truncate));
   TF_RETURN_IF_ERROR(ctx->GetAttr("frequency_adjustment_factor", &adjust));
   TF_RETURN_IF_ERROR(ctx->GetAttr("low_freq_factor", &low));
@@ -173,7 +174,8 @@ inline absl::Status CheckAxes(const std::string& op, const char* x_name,
     *out = value < 0 ? value + rank : value;
     return absl::OkStatus();
   };
-  TF_RETURN_IF_ERROR(normalise("sequence_axis", a.sequence_axis, sequence_axis));
+  TF_RETURN_IF_ERROR(
+      normalise("sequence_axis", a.sequence_axis, sequence_axis));
   TF_RETURN_IF_ERROR(normalise("feature_axis", a.feature_axis, feature_axis));
   if (*sequence_axis == *feature_axis) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -214,8 +216,8 @@ inline absl::Status CheckPositions(const std::string& op, const char* x_name,
   return absl::InvalidArgumentError(absl::StrCat(
       op, ": positions must be a scalar (the start index), [S] or [B, S] "
       "with S = ", seq_len < 0 ? "?" : absl::StrCat(seq_len),
-      " (", x_name, "'s sequence axis) and ", b, "; each may also be 1; got positions "
-      "of shape ", DimsString(positions)));
+      " (", x_name, "'s sequence axis) and ", b,
+      "; each may also be 1; got positions of shape ", DimsString(positions)));
 }
 
 // Every check on full shapes (kernels, lowerings), then the layout.

@@ -57,7 +57,9 @@ absl::Status RotaryShape(InferenceContext* c) {
   const ShapeHandle p = c->input(1);
   std::vector<int64_t> p_dims;
   if (c->RankKnown(p)) {
-    for (int i = 0; i < c->Rank(p); ++i) p_dims.push_back(DimOrUnknown(c, p, i));
+    for (int i = 0; i < c->Rank(p); ++i) {
+      p_dims.push_back(DimOrUnknown(c, p, i));
+    }
   }
   TF_RETURN_IF_ERROR(
       CheckPositions(op, x_name, p_dims, c->RankKnown(p), seq_len, batch));

@@ -20,6 +20,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tf_ops/cc/core/xla_compute_type.h"
+#include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_value.h"
 #include "tf_ops/cc/rotary/rotary_math.h"
 #include "tf_ops/cc/rotary/rotary_op_layout.h"
@@ -34,13 +35,6 @@ namespace {
 
 using tensorflow::TensorShape;
 using xla::XlaOp;
-
-absl::StatusOr<TensorShape> InputShape(tensorflow::XlaOpKernelContext* ctx,
-                                       int i) {
-  absl::StatusOr<xla::Shape> shape = ctx->InputXlaShape(i);
-  TF_RETURN_IF_ERROR(shape.status());
-  return TensorShape(shape->dimensions());
-}
 
 // The D/2 inverse frequencies as a constant of the compute type.
 XlaOp InverseFrequencies(xla::XlaBuilder* b, xla::PrimitiveType compute,
@@ -63,9 +57,9 @@ class RotaryXlaOp : public tensorflow::XlaOpKernel {
 
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     const std::string op = OpName(kGrad);
-    absl::StatusOr<TensorShape> x_shape = InputShape(ctx, 0);
+    absl::StatusOr<TensorShape> x_shape = XlaInputShape(ctx, 0);
     OP_REQUIRES_OK(ctx, x_shape.status());
-    absl::StatusOr<TensorShape> p_shape = InputShape(ctx, 1);
+    absl::StatusOr<TensorShape> p_shape = XlaInputShape(ctx, 1);
     OP_REQUIRES_OK(ctx, p_shape.status());
     RotaryLayout layout;
     int seq_axis, feature_axis;
@@ -127,8 +121,9 @@ class RotaryXlaOp : public tensorflow::XlaOpKernel {
     }
     std::vector<int64_t> order(kept_axes.size());
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(),
-              [&](int64_t a, int64_t c) { return kept_axes[a] < kept_axes[c]; });
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t c) {
+      return kept_axes[a] < kept_axes[c];
+    });
     std::vector<int64_t> sorted_axes;
     for (int64_t i : order) sorted_axes.push_back(kept_axes[i]);
     auto spread = [&](const XlaValue& v) {
