@@ -257,30 +257,41 @@ def test_compute_gradient_to_the_third_order():
 
 
 def test_xla_lowering_matches_the_kernels():
+    """Positions known when compiling (the rotations folded into constants) and passed
+    in (computed in the graph), every kind of layout, positions and rope type."""
     expected = set(rotary.OP_NAMES) if tf_ops.build_info().xla else set()
     assert rotary.XLA_LOWERED == expected
     rng = np.random.default_rng(11)
 
-    def step(x, dy, kwargs):
+    def step(x, dy, where, kwargs):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            y = call(x, **kwargs)
+            y = call(x, **kwargs, **where)
         return y, tape.gradient(y, x, output_gradients=dy)
 
-    # Every kind of layout, positions and rope type once, the dtypes in turn.
-    picked = [CASES[i] for i in (0, 3, 5, 7, 9, 11, 12)]
-    for (shape, spec), dtype in zip(picked, [tf.float32, tf.bfloat16, tf.float64] * 3):
+    picked = [CASES[i] for i in (0, 1, 3, 5, 7, 9, 11, 12)]
+    dtypes = [tf.float32, tf.bfloat16, tf.float64] * 3
+    for i, ((shape, spec), dtype) in enumerate(zip(picked, dtypes)):
         x64, kwargs = _case(shape, spec, rng)
         x, dy = tf.cast(x64, dtype), tf.cast(rng.normal(size=shape), dtype)
-        jit = tf.function(lambda x, dy: step(x, dy, kwargs), jit_compile=True)
+        key = "positions" if "positions" in kwargs else "start_index"
+        where = {key: kwargs.pop(key, 0)}
+        if i % 2:  # passed in: not a constant while compiling
+            jit = tf.function(lambda x, dy, p: step(x, dy, {key: p}, kwargs), jit_compile=True)
+            p_dtype = tf.int32 if key == "start_index" else tf.float32
+            args = (x, dy, tf.constant(where[key], p_dtype))
+        else:
+            jit = tf.function(lambda x, dy: step(x, dy, where, kwargs), jit_compile=True)
+            args = (x, dy)
         if tf_ops.build_info().xla and dtype == tf.float32:
-            graph = jit.get_concrete_function(x, dy).graph.as_graph_def()
+            graph = jit.get_concrete_function(*args).graph.as_graph_def()
             assert {"TfOps>RotaryEmbedding", "TfOps>RotaryEmbeddingGrad"} <= op_types(graph)
-        y, dx = jit(x, dy)
+        y, dx = jit(*args)
         xs = np.asarray(tf.cast(x, tf.float64))
-        assert_rotary_close(y, xs, f"xla {dtype.name} {shape}", dtype, slack=2.0, **kwargs)
-        assert_rotary_close(dx, np.asarray(tf.cast(dy, tf.float64)), f"xla grad {dtype.name}",
-                            dtype, slack=2.0, transpose=True, **kwargs)
+        what = f"xla {dtype.name} {shape} {spec} {'passed in' if i % 2 else 'constant'}"
+        assert_rotary_close(y, xs, what, dtype, slack=2.0, **where, **kwargs)
+        assert_rotary_close(dx, np.asarray(tf.cast(dy, tf.float64)), "grad " + what,
+                            dtype, slack=2.0, transpose=True, **where, **kwargs)
 
 
 def _keras_hub():

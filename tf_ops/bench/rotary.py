@@ -30,13 +30,15 @@ DTYPES = ("float32", "bfloat16")
 BENCHED_OPS = frozenset({"rotary_embedding"})
 
 
-def reference_layer():
-    """keras-hub's RotaryEmbedding, or None where keras-hub is not installed."""
+def reference_layer(dtype: str):
+    """keras-hub's RotaryEmbedding computing in `dtype` (as under a mixed precision policy:
+    a float32 layer would return float32 for bfloat16 input), or None where keras-hub is
+    not installed."""
     try:
         from keras_hub.src.layers.modeling.rotary_embedding import RotaryEmbedding
     except ImportError:
         return None
-    return RotaryEmbedding()
+    return RotaryEmbedding(dtype=dtype)
 
 
 def _portable(x, start_index=0):
@@ -54,7 +56,8 @@ def _step(fn):
     return step
 
 
-def bench_case(shape, dtype: str, budget_s: float, layer=None) -> dict[str, float]:
+def bench_case(shape, dtype: str, budget_s: float) -> dict[str, float]:
+    layer = reference_layer(dtype)
     x = tf.cast(tf.random.normal(shape), dtype)
     dy = tf.cast(tf.random.normal(shape), dtype)
     reference = layer if layer is not None else _portable
@@ -76,14 +79,13 @@ def main(argv=None) -> None:
     parser.add_argument("--dtypes", nargs="*", choices=DTYPES, default=list(DTYPES))
     parser.add_argument("--budget-s", type=float, default=3.0, help="per case, all candidates")
     args = parser.parse_args(argv)
-    layer = reference_layer()
-    name = "keras-hub's RotaryEmbedding" if layer is not None else (
+    name = "keras-hub's RotaryEmbedding" if reference_layer("float32") is not None else (
         "the portable composite (keras-hub is not installed)")
     print(f"fwd+bwd, medians; ratios = {name}'s time / tf_ops' time (> 1: tf_ops faster)")
     for dtype in args.dtypes:
         for text in args.shapes:
             shape = tuple(int(v) for v in text.split("x"))
-            t = bench_case(shape, dtype, args.budget_s, layer)
+            t = bench_case(shape, dtype, args.budget_s)
             label = f"{dtype} {list(shape)}"
             print(f"{label:<28} tf_ops {t['tf_ops'] * 1e3:8.2f} ms"
                   f"   vs graph {t['reference'] / t['tf_ops']:5.2f}x"

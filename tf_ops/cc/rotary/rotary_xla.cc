@@ -1,11 +1,19 @@
 // XLA lowerings of the rotary embedding ops (rotary_op_layout.h) on the
 // XLA_CPU_JIT and XLA_GPU_JIT devices: rotary_math.h's rotation with T =
-// XlaValue. The inverse frequencies are InverseFrequency's values, computed
-// while compiling (the feature size is static) and embedded as a constant;
-// the angles, sines and cosines are computed for the positions only ([S] or
-// [B', S'] by D/2) and broadcast into x's halves, which XLA fuses into one
-// loop with the rotation. Same checks as the kernels. Registered with
-// REGISTER_KERNEL_BUILDER for the reason activation_xla.cc gives.
+// XlaValue, and the same checks as the kernels. The rotations (m cos, m sin)
+// are made for the positions only ([S] or [B', S'] by D/2) and broadcast
+// into x's halves, which XLA fuses with the rotation into one loop:
+//   - positions known when compiling (a Python start index, constant
+//     positions: a training step) are turned into rotations now, on the
+//     host, by the kernels' math (the frequencies of InverseFrequency, the
+//     angle rounded to the compute type, the CPU engine's sine and cosine),
+//     and embedded as constants, as XLA folds keras-hub's cos/sin table;
+//   - otherwise (cached decoding's start index, positions from data) they
+//     are computed in the graph from the frequencies, a constant; an
+//     optimization barrier keeps XLA:GPU from recomputing them per element
+//     of x (XLA:CPU removes barriers before fusion and does recompute them).
+// Registered with REGISTER_KERNEL_BUILDER for the reason activation_xla.cc
+// gives.
 
 #include <algorithm>
 #include <cstdint>
@@ -26,6 +34,7 @@
 #include "tf_ops/cc/rotary/rotary_op_layout.h"
 #include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/xla_builder.h"
+#include "xla/literal.h"
 #include "xla/shape.h"
 #include "xla/xla_data.pb.h"
 
@@ -36,15 +45,55 @@ namespace {
 using tensorflow::TensorShape;
 using xla::XlaOp;
 
-// The D/2 inverse frequencies as a constant of the compute type.
-XlaOp InverseFrequencies(xla::XlaBuilder* b, xla::PrimitiveType compute,
-                         const RopeParams& params, int64_t features) {
+std::vector<double> InverseFrequencies(const RopeParams& params,
+                                       int64_t features) {
   std::vector<double> w(features / 2);
   for (int64_t j = 0; j < features / 2; ++j) {
     w[j] = InverseFrequency(params, features, j);
   }
-  if (compute == xla::F64) return xla::ConstantR1<double>(b, w);
-  return xla::ConstantR1<float>(b, std::vector<float>(w.begin(), w.end()));
+  return w;
+}
+
+// At most this many rotations are computed while compiling: two constants
+// of this many compute-type values each (4 MiB each in float32: e.g. 8192
+// positions of 128 pairs), beyond which the program would carry more
+// constant data than a step moves.
+constexpr int64_t kMaxFoldedRotations = int64_t{1} << 20;
+
+// The rotations [..., D/2] of positions known when compiling (a start: the
+// sequence's positions start + s), computed now on the host with the
+// kernels' math, the CPU engine's sine and cosine included: the loop over x
+// then reads two constants, as when XLA folds keras-hub's cos/sin table.
+template <typename C>
+Rotation<XlaValue> FoldedRotations(xla::XlaBuilder* b,
+                                   const xla::Literal& literal,
+                                   bool start_only, int64_t seq_len,
+                                   const std::vector<double>& w,
+                                   double magnitude, bool transpose,
+                                   const std::vector<int64_t>& dims) {
+  std::vector<C> positions;
+  if (start_only) {
+    const C start = literal.Get<C>({});
+    for (int64_t s = 0; s < seq_len; ++s) {
+      positions.push_back(start + static_cast<C>(s));
+    }
+  } else {
+    const auto data = literal.data<C>();
+    positions.assign(data.begin(), data.end());
+  }
+  const int64_t half = static_cast<int64_t>(w.size());
+  std::vector<C> cos(positions.size() * half), sin(cos.size());
+  for (size_t k = 0; k < positions.size(); ++k) {
+    for (int64_t j = 0; j < half; ++j) {
+      const Rotation<C> r =
+          RotationOf(Angle(positions[k], static_cast<C>(w[j])),
+                     static_cast<C>(magnitude), transpose);
+      cos[k * half + j] = r.cos;
+      sin[k * half + j] = r.sin;
+    }
+  }
+  return {XlaValue(xla::Reshape(xla::ConstantR1<C>(b, cos), dims)),
+          XlaValue(xla::Reshape(xla::ConstantR1<C>(b, sin), dims))};
 }
 
 template <bool kGrad>
@@ -76,14 +125,12 @@ class RotaryXlaOp : public tensorflow::XlaOpKernel {
     const int64_t half = features / 2;
     const int64_t seq_len = x_shape->dim_size(seq_axis);
 
-    // The positions as [S] or [B', S'] (a start: start + iota, one rounding
-    // as in the kernels), their x axes, and their angles [..., D/2].
-    XlaOp positions = ctx->Input(1);
-    std::vector<int64_t> dims;   // the positions' dims, then D/2
-    std::vector<int64_t> axes;   // the x axis of each
-    if (p_shape->dims() == 0) {
-      positions = xla::Add(xla::Broadcast(positions, {seq_len}),
-                           xla::Iota(b, compute, seq_len));
+    // The rotations of the positions only ([S] or [B', S'], by D/2), and the
+    // x axis of each of their dims.
+    std::vector<int64_t> dims;  // the positions' dims ([S] for a start), D/2
+    std::vector<int64_t> axes;
+    const bool start_only = p_shape->dims() == 0;
+    if (start_only) {
       dims = {seq_len};
       axes = {seq_axis};
     } else {
@@ -95,17 +142,48 @@ class RotaryXlaOp : public tensorflow::XlaOpKernel {
                               : std::vector<int64_t>{seq_axis};
     }
     const int table_rank = static_cast<int>(dims.size());
-    std::vector<int64_t> position_dims(table_rank);
-    std::iota(position_dims.begin(), position_dims.end(), 0);
     dims.push_back(half);
     axes.push_back(feature_axis);
-    const XlaValue angle(xla::Mul(
-        xla::BroadcastInDim(positions, dims, position_dims),
-        xla::BroadcastInDim(
-            InverseFrequencies(b, compute, attrs_.params, features), dims,
-            {table_rank})));
-    Rotation<XlaValue> r =
-        RotationOf(angle, XlaValue(Magnitude(attrs_.params)), kGrad);
+    const std::vector<double> w = InverseFrequencies(attrs_.params, features);
+    const double magnitude = Magnitude(attrs_.params);
+    int64_t rotations = 1;
+    for (int64_t d : dims) rotations *= d;
+    xla::Literal literal;
+    Rotation<XlaValue> r{XlaValue(0.0), XlaValue(0.0)};
+    if (rotations <= kMaxFoldedRotations &&
+        ctx->ConstantInput(1, &literal).ok()) {
+      r = compute == xla::F64
+              ? FoldedRotations<double>(b, literal, start_only, seq_len, w,
+                                        magnitude, kGrad, dims)
+              : FoldedRotations<float>(b, literal, start_only, seq_len, w,
+                                       magnitude, kGrad, dims);
+    } else {
+      // Computed here (a start: start + iota, one rounding as in the
+      // kernels). The barrier keeps XLA:GPU from fusing the sines and
+      // cosines into the loop over x, which would compute them again for
+      // every element; XLA:CPU removes barriers before fusing, and there
+      // they are computed per element of x.
+      XlaOp positions = ctx->Input(1);
+      if (start_only) {
+        positions = xla::Add(xla::Broadcast(positions, {seq_len}),
+                             xla::Iota(b, compute, seq_len));
+      }
+      std::vector<int64_t> position_dims(table_rank);
+      std::iota(position_dims.begin(), position_dims.end(), 0);
+      const XlaOp inverse =
+          compute == xla::F64
+              ? xla::ConstantR1<double>(b, w)
+              : xla::ConstantR1<float>(
+                    b, std::vector<float>(w.begin(), w.end()));
+      const XlaValue angle(
+          xla::Mul(xla::BroadcastInDim(positions, dims, position_dims),
+                   xla::BroadcastInDim(inverse, dims, {table_rank})));
+      r = RotationOf(angle, XlaValue(magnitude), kGrad);
+      const XlaOp both =
+          xla::OptimizationBarrier(xla::Tuple(b, {r.cos.op(), r.sin.op()}));
+      r = {XlaValue(xla::GetTupleElement(both, 0)),
+           XlaValue(xla::GetTupleElement(both, 1))};
+    }
 
     // Into the shape of x's halves: broadcast dims (those of size 1) are
     // dropped, the rest transposed into x's axis order.
