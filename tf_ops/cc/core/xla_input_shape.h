@@ -1,6 +1,6 @@
 // The static shape of an XLA lowering's input as a TensorShape: what the
-// lowerings (fused_xla.cc, norm_xla.cc, softmax_xla.cc, rotary_xla.cc) hand
-// to the shape checks they share with their kernels.
+// lowerings (fused_xla.cc, norm_xla.cc, softmax_xla.cc, batch_norm_xla.cc,
+// rotary_xla.cc) hand to the shape checks they share with their kernels.
 
 #ifndef TF_OPS_CC_CORE_XLA_INPUT_SHAPE_H_
 #define TF_OPS_CC_CORE_XLA_INPUT_SHAPE_H_
