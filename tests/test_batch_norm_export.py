@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tf_ops
-from test_export import _run_jobs, _runs
+from test_export import assert_portable_export_runs
 
 pytestmark = pytest.mark.slow
 
@@ -35,12 +35,4 @@ def test_portable_batch_norm_model_runs_everywhere_without_tf_ops(tmp_path):
             layer.moving_mean.assign(rng.standard_normal(c).astype("float32"))
             layer.moving_variance.assign((1 + rng.random(c)).astype("float32"))
     x = rng.standard_normal((16, 6, 6, 3)).astype(np.float32)
-    with tf_ops.portable():
-        model.export(str(tmp_path / "export"), verbose=False)
-    np.save(tmp_path / "x.npy", x)
-    jobs = [{"name": k, "kind": k, "path": str(tmp_path / "export"), "input": str(tmp_path / "x.npy")}
-            for k in ("savedmodel", "tflite_convert", "onnx")]
-    results = _run_jobs(tmp_path, jobs)
-    for job in jobs:
-        for run, got, expected in _runs(results, job, model, x):
-            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4, err_msg=run)
+    assert_portable_export_runs(model, x, tmp_path, tol=1e-4)

@@ -126,6 +126,8 @@ def test_every_forward_op_has_a_benchmark_case():
     plain_ops -= softmax_bench.BENCHED_OPS
     from tf_ops.bench import batch_norm as batch_norm_bench  # batch norm + activation
     plain_ops -= batch_norm_bench.BENCHED_OPS
+    from tf_ops.bench import rotary as rotary_bench  # the rotary embedding
+    plain_ops -= rotary_bench.BENCHED_OPS
     assert plain_ops <= set(CASES), f"no benchmark case for {plain_ops - set(CASES)}"
 
 

@@ -365,10 +365,14 @@ _CHILD = textwrap.dedent(r"""
                 inputs = [tf.reshape(x, [1, 5]) if a.name in ("x", "residual", "dy", "dh", "h")
                           else tf.ones([1]) if a.name in ("mean", "rstd") else x
                           for a in op_def_registry.get(op).input_arg]
-            elif op.startswith("TfOps>BatchNorm"):  # x and y_backprop [1, 5], per channel [5]
+            elif op.startswith("TfOps>BatchNorm"):  # x, y_backprop [1, 5]; count [], others [5]
                 norm = True
-                inputs = [tf.reshape(x, [1, 5]) if a.name in ("x", "y_backprop") else tf.ones([5])
+                inputs = [tf.reshape(x, [1, 5]) if a.name in ("x", "y_backprop")
+                          else tf.constant(1.0) if a.name == "count" else tf.ones([5])
                           for a in op_def_registry.get(op).input_arg]
+            elif op.startswith("TfOps>RotaryEmbedding"):  # x [1, 5, 2] (pairs), a start
+                norm = True
+                inputs = [tf.reshape(tf.concat([x, x], 0), [1, 5, 2]), tf.constant(3.0)]
             elif op == "TfOps>ScaledMaskedSoftmax":  # the softmax family's non-float inputs
                 inputs = [x, tf.constant(True)]
             elif op == "TfOps>SparseSoftmaxCrossEntropy":

@@ -185,19 +185,11 @@ def test_jit_compile_train_step_and_portable_graph():
 
 @pytest.mark.slow  # a subprocess runs SavedModel, four TFLite runs and ONNX: ~50 s
 def test_portable_export_to_savedmodel_tflite_and_onnx(tmp_path):
-    from test_export import _run_jobs, _runs
+    from test_export import assert_portable_export_runs
 
     keras.utils.set_random_seed(4)
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16),
                               L.LayerNormalization(), keras.layers.Dense(16),
                               L.RMSNormalization(), keras.layers.Dense(2)])
     x = np.random.default_rng(9).normal(size=(32, 8)).astype(np.float32)
-    with tf_ops.portable():
-        model.export(str(tmp_path / "export"), verbose=False)
-    np.save(tmp_path / "x.npy", x)
-    jobs = [{"name": k, "kind": k, "path": str(tmp_path / "export"), "input": str(tmp_path / "x.npy")}
-            for k in ("savedmodel", "tflite_convert", "onnx")]
-    results = _run_jobs(tmp_path, jobs)
-    for job in jobs:
-        for run, got, expected in _runs(results, job, model, x):
-            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4, err_msg=run)
+    assert_portable_export_runs(model, x, tmp_path, tol=1e-4)

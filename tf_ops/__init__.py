@@ -33,6 +33,8 @@ from tf_ops.python.activation.functions import FUNCTIONS as _FUNCTIONS
 from tf_ops.python.fused.functions import FUNCTIONS as _FUSED_FUNCTIONS
 from tf_ops.python.batch_norm import gradients as _batch_norm_gradients  # noqa: F401
 from tf_ops.python.batch_norm.functions import FUNCTIONS as _BATCH_NORM_FUNCTIONS
+from tf_ops.python.rotary import gradients as _rotary_gradients  # noqa: F401
+from tf_ops.python.rotary.functions import FUNCTIONS as _ROTARY_FUNCTIONS
 from tf_ops.python.core.cpu_info import active_cpu_isa
 from tf_ops.python.core.gpu import GpuFallbackWarning, GpuStatus
 from tf_ops.python.core.library import BuildInfo, build_info, gpu_status, library_path, load_library
@@ -43,6 +45,7 @@ globals().update(_FUSED_FUNCTIONS)
 globals().update(_NORM_FUNCTIONS)  # layer_norm, rms_norm
 globals().update(_SOFTMAX_FUNCTIONS)
 globals().update(_BATCH_NORM_FUNCTIONS)
+globals().update(_ROTARY_FUNCTIONS)  # rotary_embedding, rotary_embedding_grad
 
 __all__ = sorted(
     [
@@ -53,6 +56,7 @@ __all__ = sorted(
         "linear_cross_entropy",
         "losses",
         *_BATCH_NORM_FUNCTIONS,
+        *_ROTARY_FUNCTIONS,
         "BuildInfo",
         "GpuFallbackWarning",
         "GpuStatus",

@@ -37,6 +37,8 @@ from tf_ops import losses as losses
 from tf_ops.python.core.portable import portable as portable
 from tf_ops.python.norm.functions import rms_norm as rms_norm
 from tf_ops.python.norm.functions import rms_norm_grad as rms_norm_grad
+from tf_ops.python.rotary.functions import rotary_embedding as rotary_embedding
+from tf_ops.python.rotary.functions import rotary_embedding_grad as rotary_embedding_grad
 from tf_ops.python.softmax.functions import softmax as softmax
 from tf_ops.python.softmax.functions import softmax_grad as softmax_grad
 from tf_ops.python.softmax.functions import sparse_softmax_cross_entropy as sparse_softmax_cross_entropy
@@ -112,6 +114,8 @@ __all__ = [
     'reglu',
     'rms_norm',
     'rms_norm_grad',
+    'rotary_embedding',
+    'rotary_embedding_grad',
     'sigmoid',
     'sigmoid_grad',
     'sigmoid_grad_grad',

@@ -17,6 +17,7 @@ from tf_ops.python.fused.dense import DENSE_LAYERS
 from tf_ops.python.activation.layers import LAYERS
 from tf_ops.python.batch_norm.layers import LAYERS as BATCH_NORM_LAYERS
 from tf_ops.python.norm.layers import NORM_LAYERS
+from tf_ops.python.rotary.layers import LAYERS as ROTARY_LAYERS
 from tf_ops.python.softmax.layers import LAYERS as SOFTMAX_LAYERS
 
 globals().update(LAYERS)
@@ -24,4 +25,6 @@ globals().update(DENSE_LAYERS)  # Dense, GatedDense: bias + activation fused
 globals().update(BATCH_NORM_LAYERS)  # BatchNormalization (+ activation) fused
 globals().update(NORM_LAYERS)  # LayerNormalization, RMSNormalization
 globals().update(SOFTMAX_LAYERS)  # Softmax: masked, scaled, fused
-__all__ = sorted([*LAYERS, *DENSE_LAYERS, *BATCH_NORM_LAYERS, *NORM_LAYERS, *SOFTMAX_LAYERS])
+globals().update(ROTARY_LAYERS)  # RotaryEmbedding: keras-hub's, fused
+__all__ = sorted([*LAYERS, *DENSE_LAYERS, *BATCH_NORM_LAYERS, *NORM_LAYERS, *SOFTMAX_LAYERS,
+                  *ROTARY_LAYERS])

@@ -18,6 +18,7 @@ from tf_ops.python.fused.dense import Dense as Dense
 from tf_ops.python.fused.dense import GatedDense as GatedDense
 from tf_ops.python.norm.layers import LayerNormalization as LayerNormalization
 from tf_ops.python.norm.layers import RMSNormalization as RMSNormalization
+from tf_ops.python.rotary.layers import RotaryEmbedding as RotaryEmbedding
 from tf_ops.python.softmax.layers import Softmax as Softmax
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     'LeakyReLU',
     'Mish',
     'RMSNormalization',
+    'RotaryEmbedding',
     'Sigmoid',
     'Softmax',
     'Swish',

@@ -26,79 +26,17 @@
 #include <random>
 #include <vector>
 
-#include "tf_ops/cc/core/narrow_float.h"
+#include "tests/engine/engine_check.h"
 #include "tf_ops/cc/norm/norm_cpu.h"
 
 namespace tf_ops {
 namespace {
 
-int failures = 0;
-int checks = 0;
-
-void Expect(bool ok, const char* what, const char* ctx, double got,
-            double want, int64_t at) {
-  ++checks;
-  if (ok) return;
-  if (++failures <= 30) {
-    std::printf("FAIL %s %s at %lld: got %.17g, want %.17g\n", ctx, what,
-                static_cast<long long>(at), got, want);
-  }
-}
-
-// Storage of each dtype as raw elements, with conversions to and from double.
-struct Store {
-  Dtype dtype;
-  const char* name;
-  size_t size;
-  double eps;  // a tolerance unit: a few roundings of the dtype
-
-  void Put(void* p, int64_t i, double v) const {
-    switch (dtype) {
-      case Dtype::kHalf:
-        static_cast<uint16_t*>(p)[i] =
-            narrow_float::FloatToHalf(static_cast<float>(v));
-        break;
-      case Dtype::kBFloat16:
-        static_cast<uint16_t*>(p)[i] =
-            narrow_float::FloatToBFloat16(static_cast<float>(v));
-        break;
-      case Dtype::kFloat:
-        static_cast<float*>(p)[i] = static_cast<float>(v);
-        break;
-      case Dtype::kDouble:
-        static_cast<double*>(p)[i] = v;
-        break;
-    }
-  }
-  double Get(const void* p, int64_t i) const {
-    switch (dtype) {
-      case Dtype::kHalf:
-        return narrow_float::HalfToFloat(static_cast<const uint16_t*>(p)[i]);
-      case Dtype::kBFloat16:
-        return narrow_float::BFloat16ToFloat(
-            static_cast<const uint16_t*>(p)[i]);
-      case Dtype::kFloat:
-        return static_cast<const float*>(p)[i];
-      case Dtype::kDouble:
-        return static_cast<const double*>(p)[i];
-    }
-    return 0.0;
-  }
-  // The compute type's (statistics, parameters) element size and access.
-  bool wide() const { return dtype == Dtype::kDouble; }
-  size_t stat_size() const { return wide() ? 8 : 4; }
-  void PutStat(void* p, int64_t i, double v) const {
-    if (wide()) {
-      static_cast<double*>(p)[i] = v;
-    } else {
-      static_cast<float*>(p)[i] = static_cast<float>(v);
-    }
-  }
-  double GetStat(const void* p, int64_t i) const {
-    return wide() ? static_cast<const double*>(p)[i]
-                  : static_cast<const float*>(p)[i];
-  }
-};
+using engine_check::Buffer;
+using engine_check::checks;
+using engine_check::Expect;
+using engine_check::failures;
+using engine_check::Store;
 
 const Store kStores[] = {
     {Dtype::kHalf, "half", 2, 1e-3},
@@ -106,11 +44,6 @@ const Store kStores[] = {
     {Dtype::kFloat, "float", 4, 2e-6},
     {Dtype::kDouble, "double", 8, 1e-13},
 };
-
-// A heap buffer of exactly `bytes` (none when 0: a null pointer).
-std::unique_ptr<char[]> Buffer(size_t bytes) {
-  return bytes == 0 ? nullptr : std::unique_ptr<char[]>(new char[bytes]);
-}
 
 bool Close(double got, double want, double tol) {
   return std::fabs(got - want) <= tol;

@@ -35,6 +35,7 @@
 #include "tests/gpu/norm_selftest.h"
 #include "tests/gpu/softmax_selftest.h"
 #include "tests/gpu/batch_norm_selftest.h"
+#include "tests/gpu/rotary_selftest.h"
 #include "tests/gpu/selftest_size.h"
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
@@ -491,6 +492,11 @@ int main(int argc, char** argv) {
     const auto t = tf_ops::batch_norm_selftest::RunAll(quick);
     passed += t.passed;
     failed += t.failed;
+  }
+  if (tf_ops::Wanted("rotary")) {
+    const auto rotary = tf_ops::RunRotarySelftest(quick);
+    passed += rotary.first;
+    failed += rotary.second;
   }
 
   if (!tf_ops::g_family.empty() && passed + failed == 0) {

@@ -105,6 +105,28 @@ struct TanhSoftplusF {
   static bool InDomain(double x) { return Any(x); }
 };
 
+// sin and cos from SinCosF, specified for |x| < 2^25 pi/2 (where its
+// reduction is exact; the rotary embedding's angles).
+inline bool InReducedRange(double x) {
+  return std::fabs(x) < 5.2e7 || std::isnan(x);
+}
+
+struct SinF {
+  static constexpr const char* kName = "SinCosF.sin";
+  static constexpr float kBenchLo = -1000, kBenchHi = 1000;
+  float operator()(float x) const { return fast_math::SinCosF(x).sin; }
+  static double Reference(double x) { return std::sin(x); }
+  static bool InDomain(double x) { return InReducedRange(x); }
+};
+
+struct CosF {
+  static constexpr const char* kName = "SinCosF.cos";
+  static constexpr float kBenchLo = -1000, kBenchHi = 1000;
+  float operator()(float x) const { return fast_math::SinCosF(x).cos; }
+  static double Reference(double x) { return std::cos(x); }
+  static bool InDomain(double x) { return InReducedRange(x); }
+};
+
 // Gelu's forward and derivative as activation_math.h computed them before
 // (through ErfcF of a rounded -x / sqrt 2, and a separate exponential), and
 // through NormalCdfPdfF, which math_primitives.h's Normal now uses for host
@@ -174,6 +196,8 @@ struct GeluDerivativeWithNormalCdfPdf {
   X(LogisticF)                       \
   X(LogisticComplementF)             \
   X(TanhSoftplusF)                   \
+  X(SinF)                            \
+  X(CosF)                            \
   X(GeluNow)                         \
   X(GeluWithNormalCdf)               \
   X(GeluDerivativeNow)               \

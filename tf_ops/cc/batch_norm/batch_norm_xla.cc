@@ -33,6 +33,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tf_ops/cc/core/xla_compute_type.h"
+#include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_isolated.h"
 #include "tf_ops/cc/core/xla_value.h"
 #include "xla/hlo/builder/lib/arithmetic.h"
@@ -133,9 +134,9 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
                           Channels* ch) const {
     std::vector<TensorShape> shapes;
     for (int i = 0; i < ctx->num_inputs(); ++i) {
-      absl::StatusOr<xla::Shape> shape = ctx->InputXlaShape(i);
+      absl::StatusOr<TensorShape> shape = XlaInputShape(ctx, i);
       TF_RETURN_IF_ERROR(shape.status());
-      shapes.emplace_back(shape->dimensions());
+      shapes.push_back(*std::move(shape));
     }
     TF_RETURN_IF_ERROR(BatchNormLayoutOf(
         kPhase, attrs_.axis, [&](int i) { return shapes[i]; }, &ch->layout,

@@ -235,6 +235,54 @@ inline NormalPair NormalCdfPdfF(float x) {
 // Phi(x) alone.
 inline float NormalCdfF(float x) { return NormalCdfPdfF(x).cdf; }
 
+
+// sin(x) and cos(x) of a float angle, from one range reduction (the rotary
+// embedding's rotations: tf_ops/cc/rotary/). The reduction x = k pi/2 + r,
+// |r| <= pi/4, runs in double: k = round(x 2/pi) by the 1.5 * 2^52 rounding
+// trick (which leaves k mod 4, the quadrant, in the low bits of the double),
+// and r = x - k P1 - k P2 - k P3 with pi/2 in three parts, the first two of
+// 28 significant bits so that k P1 and k P2 are exact for |k| < 2^25. r is
+// then exact to ~1e-16 for |x| < 2^25 pi/2 (5.3e7: positions times
+// frequencies far beyond float's exact integers, 2^24), and sin r, cos r are
+// Taylor polynomials in double (terms to r^11 / r^12: error below 1e-11 at
+// pi/4), rounded once to float: within a hair of correctly rounded. Beyond
+// 5.3e7 the error grows with |x|; from 2^50 (where k is no longer an exact
+// integer) the result is NaN, as it is for +-inf and NaN. sin(-0) = -0.
+// Branch-free, vectorisable (float <-> double conversions, no table).
+struct SinCosPairF {
+  float sin, cos;
+};
+inline SinCosPairF SinCosF(float x) {
+  const double xd = x;
+  const double kShift = 6755399441055744.0;  // 1.5 * 2^52
+  const double shifted = xd * 0.6366197723675814 + kShift;  // x / (pi/2)
+  const double k = shifted - kShift;
+  double r = xd - k * 0x1.921fb54p+0;  // pi/2, high 28 bits: exact product
+  r = r - k * 0x1.10b4612p-30;         // next 28 bits: exact product
+  r = r - k * -0x1.676733ae8fe48p-60;  // the rest
+  const double z = r * r;
+  const double s =
+      r + r * z * (-1.0 / 6 + z * (1.0 / 120 + z * (-1.0 / 5040 +
+                   z * (1.0 / 362880 + z * (-1.0 / 39916800)))));
+  const double c =
+      1.0 + z * (-0.5 + z * (1.0 / 24 + z * (-1.0 / 720 + z * (1.0 / 40320 +
+                 z * (-1.0 / 3628800 + z * (1.0 / 479001600))))));
+  // sin(r + k pi/2), cos(r + k pi/2) by the quadrant q = k mod 4: swap for
+  // odd q; sin negated for q = 2, 3, cos for q = 1, 2.
+  const uint64_t q = DoubleBits(shifted);
+  const bool odd = (q & 1) != 0;
+  const double sin_r = odd ? c : s;
+  const double cos_r = odd ? s : c;
+  const double ax = xd < 0.0 ? -xd : xd;
+  const bool in_range = ax < 0x1p50;  // NaN: false
+  // (x = -0 reduces to r = +0: sin keeps x's zero.)
+  const double sin_x = ax == 0.0 ? xd : (q & 2) != 0 ? -sin_r : sin_r;
+  const double cos_x = ((q + 1) & 2) != 0 ? -cos_r : cos_r;
+  const double nan = __builtin_nan("");
+  return {static_cast<float>(in_range ? sin_x : nan),
+          static_cast<float>(in_range ? cos_x : nan)};
+}
+
 }  // namespace fast_math
 }  // namespace tf_ops
 

@@ -1,4 +1,4 @@
-// A float's IEEE bits and back, without undefined behaviour (memcpy, which
+// A float's IEEE bits and back (and a double's bits), without undefined behaviour (memcpy, which
 // compilers turn into a register move). Shared by fast_math.h and
 // narrow_float.h, which build floats from their exponent and mantissa bits.
 
@@ -19,6 +19,12 @@ inline float FloatFromBits(uint32_t bits) {
 inline uint32_t FloatBits(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+inline uint64_t DoubleBits(double d) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, sizeof(bits));
   return bits;
 }
 

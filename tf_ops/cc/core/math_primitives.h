@@ -8,7 +8,7 @@
 //                   element type);
 //   comparisons     < <= > >= == != give a mask: bool here;
 //   Select(m, a, b) a where m holds, else b; And(m, n), Or(m, n), IsNan(x);
-//   functions       Exp, Expm1, Erfc, Abs;
+//   functions       Exp, Expm1, Erfc, Abs, SinCos (sin and cos of x);
 //   helpers         Logistic(z) (sigma(z) and 1 - sigma(z)), SafeMul(x, w),
 //                   Clamp(x, lo, hi), Normal(x) (Phi(x) and phi(x)), written
 //                   below over the primitives (Normal also for host floats
@@ -72,6 +72,28 @@ TF_OPS_HOST_DEVICE double Expm1(double x) { return ::expm1(x); }
 TF_OPS_HOST_DEVICE double Erfc(double x) { return ::erfc(x); }
 TF_OPS_HOST_DEVICE float Abs(float x) { return ::fabsf(x); }
 TF_OPS_HOST_DEVICE double Abs(double x) { return ::fabs(x); }
+
+// sin(x) and cos(x) together (the rotary embedding's rotations): CUDA's
+// sincos on the device, fast_math::SinCosF for host floats, the C library
+// for host doubles.
+template <typename T>
+struct SinCosPair {
+  T sin;
+  T cos;
+};
+TF_OPS_HOST_DEVICE SinCosPair<float> SinCos(float x) {
+#if defined(__CUDA_ARCH__)
+  float s, c;
+  ::sincosf(x, &s, &c);
+  return {s, c};
+#else
+  const fast_math::SinCosPairF p = fast_math::SinCosF(x);
+  return {p.sin, p.cos};
+#endif
+}
+TF_OPS_HOST_DEVICE SinCosPair<double> SinCos(double x) {
+  return {::sin(x), ::cos(x)};
+}
 
 // ------------------------------------------ helpers over the above -------
 // Written over the primitives only, so they serve every value type; the XLA

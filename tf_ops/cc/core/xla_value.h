@@ -196,6 +196,13 @@ TF_OPS_XLA_FUNCTION(Erfc, Erfc, std::erfc)
 TF_OPS_XLA_FUNCTION(Abs, Abs, std::fabs)
 #undef TF_OPS_XLA_FUNCTION
 
+inline SinCosPair<XlaValue> SinCos(const XlaValue& x) {
+  if (x.is_constant()) {
+    return {XlaValue(std::sin(x.constant())), XlaValue(std::cos(x.constant()))};
+  }
+  return {XlaValue(xla::Sin(x.op())), XlaValue(xla::Cos(x.op()))};
+}
+
 // ------------------------------------ helpers mapped to better XLA ops ---
 // Same values as math_primitives.h's generic versions, spelled so that XLA's
 // CPU fusion keeps each op in one loop (it materialises a shared

@@ -26,6 +26,7 @@
 #include "tf_ops/cc/fused/fused_math.h"
 #include "tf_ops/cc/fused/fused_shape_checks.h"
 #include "tf_ops/cc/core/xla_compute_type.h"
+#include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_isolated.h"
 #include "tf_ops/cc/core/xla_value.h"
 #include "xla/hlo/builder/lib/arithmetic.h"
@@ -38,13 +39,6 @@ namespace tf_ops {
 namespace {
 
 using xla::XlaOp;
-
-absl::StatusOr<TensorShape> InputShape(tensorflow::XlaOpKernelContext* ctx,
-                                       int i) {
-  absl::StatusOr<xla::Shape> shape = ctx->InputXlaShape(i);
-  TF_RETURN_IF_ERROR(shape.status());
-  return TensorShape(shape->dimensions());
-}
 
 // Reads the activation's attributes and data_format.
 template <typename Act>
@@ -63,8 +57,8 @@ class BiasXlaBase : public tensorflow::XlaOpKernel {
   absl::StatusOr<XlaValue> BroadcastBias(tensorflow::XlaOpKernelContext* ctx,
                                          const std::string& op, int x_index,
                                          int bias_index, int* channel_axis) {
-    TF_ASSIGN_OR_RETURN(const TensorShape x, InputShape(ctx, x_index));
-    TF_ASSIGN_OR_RETURN(const TensorShape bias, InputShape(ctx, bias_index));
+    TF_ASSIGN_OR_RETURN(const TensorShape x, XlaInputShape(ctx, x_index));
+    TF_ASSIGN_OR_RETURN(const TensorShape bias, XlaInputShape(ctx, bias_index));
     BiasLayout layout;
     TF_RETURN_IF_ERROR(BiasLayoutOf(op, nchw_, x, bias, &layout));
     *channel_axis = nchw_ ? 1 : x.dims() - 1;
@@ -103,8 +97,8 @@ class BiasGradXlaOp : public BiasXlaBase<Act> {
 
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     const std::string op = absl::StrCat("TfOps>Bias", Act::kName, "Grad");
-    absl::StatusOr<TensorShape> g_shape = InputShape(ctx, 0);
-    absl::StatusOr<TensorShape> x_shape = InputShape(ctx, 1);
+    absl::StatusOr<TensorShape> g_shape = XlaInputShape(ctx, 0);
+    absl::StatusOr<TensorShape> x_shape = XlaInputShape(ctx, 1);
     OP_REQUIRES_OK(ctx, g_shape.status());
     OP_REQUIRES_OK(ctx, x_shape.status());
     OP_REQUIRES(ctx, *g_shape == *x_shape,
@@ -155,7 +149,7 @@ class GatedXlaBase : public tensorflow::XlaOpKernel {
   absl::Status Halves(tensorflow::XlaOpKernelContext* ctx,
                       const std::string& op, int x_index, bool isolate,
                       TensorShape* out, XlaValue* a, XlaValue* b) {
-    TF_ASSIGN_OR_RETURN(const TensorShape x, InputShape(ctx, x_index));
+    TF_ASSIGN_OR_RETURN(const TensorShape x, XlaInputShape(ctx, x_index));
     int64_t half = 0;
     TF_RETURN_IF_ERROR(GatedHalf(op, x, &half));
     *out = x;
@@ -172,7 +166,7 @@ class GatedXlaBase : public tensorflow::XlaOpKernel {
     *b = Widen(b_op, type);
     if (kBias) {
       TF_ASSIGN_OR_RETURN(const TensorShape bias,
-                          InputShape(ctx, x_index + 1));
+                          XlaInputShape(ctx, x_index + 1));
       TF_RETURN_IF_ERROR(CheckGatedBias(op, x, bias));
       const XlaOp bias_op = ctx->Input(x_index + 1);
       const auto sizes = out->dim_sizes();
@@ -218,14 +212,14 @@ class GatedGradXlaOp : public GatedXlaBase<Act, kBias> {
     XlaValue a(0.0), b(0.0);  // set by Halves
     OP_REQUIRES_OK(ctx, this->Halves(ctx, op, 1, /*isolate=*/true, &out, &a,
                                      &b));
-    absl::StatusOr<TensorShape> g_shape = InputShape(ctx, 0);
+    absl::StatusOr<TensorShape> g_shape = XlaInputShape(ctx, 0);
     OP_REQUIRES_OK(ctx, g_shape.status());
     OP_REQUIRES(ctx, *g_shape == out,
                 absl::InvalidArgumentError(absl::StrCat(
                     op, ": gradients must have the shape of the activations "
                     "(the features' with the last axis halved), got "
                     "gradients ", g_shape->DebugString(), " and features ",
-                    InputShape(ctx, 1)->DebugString())));
+                    XlaInputShape(ctx, 1)->DebugString())));
     const xla::PrimitiveType type = ctx->input_xla_type(0);
     const XlaValue g = Widen(ctx->Input(0), type);
     const GatedGradValues<XlaValue> d = GatedGradOf(this->act_, g, a, b);

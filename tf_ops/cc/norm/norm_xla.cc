@@ -19,6 +19,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tf_ops/cc/core/xla_compute_type.h"
+#include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_value.h"
 #include "xla/hlo/builder/lib/arithmetic.h"
 #include "xla/hlo/builder/lib/constants.h"
@@ -44,13 +45,6 @@ namespace {
 
 using tensorflow::TensorShape;
 using xla::XlaOp;
-
-absl::StatusOr<TensorShape> InputShape(tensorflow::XlaOpKernelContext* ctx,
-                                       int i) {
-  absl::StatusOr<xla::Shape> shape = ctx->InputXlaShape(i);
-  TF_RETURN_IF_ERROR(shape.status());
-  return TensorShape(shape->dimensions());
-}
 
 // Tensor-wide helpers over a [..., cols] value.
 struct Rows {
@@ -103,20 +97,21 @@ class NormXlaOp : public tensorflow::XlaOpKernel {
 
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     const std::string op = kind_.Name(false);
-    absl::StatusOr<TensorShape> x_shape = InputShape(ctx, kind_.x());
+    absl::StatusOr<TensorShape> x_shape = XlaInputShape(ctx, kind_.x());
     OP_REQUIRES_OK(ctx, x_shape.status());
     int64_t rows = 0, cols = 0;
     OP_REQUIRES_OK(ctx, CheckRows(op, *x_shape, &rows, &cols));
     if (kResidual) {
-      absl::StatusOr<TensorShape> r = InputShape(ctx, kind_.residual_input());
+      absl::StatusOr<TensorShape> r =
+          XlaInputShape(ctx, kind_.residual_input());
       OP_REQUIRES_OK(ctx, r.status());
       OP_REQUIRES_OK(ctx, CheckSame(op, "x", *x_shape, "residual", *r));
     }
-    absl::StatusOr<TensorShape> g_shape = InputShape(ctx, kind_.gamma());
+    absl::StatusOr<TensorShape> g_shape = XlaInputShape(ctx, kind_.gamma());
     OP_REQUIRES_OK(ctx, g_shape.status());
     OP_REQUIRES_OK(ctx, CheckParam(op, "gamma", *x_shape, *g_shape));
     if (kCentered) {
-      absl::StatusOr<TensorShape> b = InputShape(ctx, kind_.beta());
+      absl::StatusOr<TensorShape> b = XlaInputShape(ctx, kind_.beta());
       OP_REQUIRES_OK(ctx, b.status());
       OP_REQUIRES_OK(ctx, CheckParam(op, "beta", *x_shape, *b));
     }
@@ -170,29 +165,29 @@ class NormGradXlaOp : public tensorflow::XlaOpKernel {
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     const std::string op = kind_.Name(true);
     const char* x_name = kResidual ? "h" : "x";
-    absl::StatusOr<TensorShape> x_shape = InputShape(ctx, kind_.g_x());
+    absl::StatusOr<TensorShape> x_shape = XlaInputShape(ctx, kind_.g_x());
     OP_REQUIRES_OK(ctx, x_shape.status());
     int64_t rows = 0, cols = 0;
     OP_REQUIRES_OK(ctx, CheckRows(op, *x_shape, &rows, &cols));
     {
-      absl::StatusOr<TensorShape> s = InputShape(ctx, kind_.g_dy());
+      absl::StatusOr<TensorShape> s = XlaInputShape(ctx, kind_.g_dy());
       OP_REQUIRES_OK(ctx, s.status());
       OP_REQUIRES_OK(ctx, CheckSame(op, x_name, *x_shape, "dy", *s));
     }
     if (kResidual) {
-      absl::StatusOr<TensorShape> s = InputShape(ctx, kind_.g_dh());
+      absl::StatusOr<TensorShape> s = XlaInputShape(ctx, kind_.g_dh());
       OP_REQUIRES_OK(ctx, s.status());
       OP_REQUIRES_OK(ctx, CheckSame(op, x_name, *x_shape, "dh", *s));
     }
-    absl::StatusOr<TensorShape> g_shape = InputShape(ctx, kind_.g_gamma());
+    absl::StatusOr<TensorShape> g_shape = XlaInputShape(ctx, kind_.g_gamma());
     OP_REQUIRES_OK(ctx, g_shape.status());
     OP_REQUIRES_OK(ctx, CheckParam(op, "gamma", *x_shape, *g_shape));
     if (kCentered) {
-      absl::StatusOr<TensorShape> s = InputShape(ctx, kind_.g_mean());
+      absl::StatusOr<TensorShape> s = XlaInputShape(ctx, kind_.g_mean());
       OP_REQUIRES_OK(ctx, s.status());
       OP_REQUIRES_OK(ctx, CheckStat(op, "mean", *x_shape, *s));
     }
-    absl::StatusOr<TensorShape> s = InputShape(ctx, kind_.g_rstd());
+    absl::StatusOr<TensorShape> s = XlaInputShape(ctx, kind_.g_rstd());
     OP_REQUIRES_OK(ctx, s.status());
     OP_REQUIRES_OK(ctx, CheckStat(op, "rstd", *x_shape, *s));
 

@@ -23,6 +23,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tf_ops/cc/core/xla_compute_type.h"
+#include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_value.h"
 #include "tf_ops/cc/softmax/softmax_math.h"
 #include "tf_ops/cc/softmax/softmax_shapes.h"
@@ -37,13 +38,6 @@ namespace {
 
 using tensorflow::TensorShape;
 using xla::XlaOp;
-
-absl::StatusOr<TensorShape> InputShape(tensorflow::XlaOpKernelContext* ctx,
-                                       int i) {
-  absl::StatusOr<xla::Shape> shape = ctx->InputXlaShape(i);
-  TF_RETURN_IF_ERROR(shape.status());
-  return TensorShape(shape->dimensions());
-}
 
 std::vector<int64_t> Dims(const TensorShape& s) {
   const auto d = s.dim_sizes();
@@ -75,7 +69,7 @@ class SoftmaxXlaOp : public tensorflow::XlaOpKernel {
   using XlaOpKernel::XlaOpKernel;
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     const std::string op = kLog ? "TfOps>LogSoftmax" : "TfOps>Softmax";
-    absl::StatusOr<TensorShape> shape = InputShape(ctx, 0);
+    absl::StatusOr<TensorShape> shape = XlaInputShape(ctx, 0);
     OP_REQUIRES_OK(ctx, shape.status());
     OP_REQUIRES_OK(ctx, CheckLogits(op, *shape));
     const xla::PrimitiveType type = ctx->input_xla_type(0);
@@ -99,8 +93,8 @@ class SoftmaxGradXlaOp : public tensorflow::XlaOpKernel {
     const std::string op = kLog      ? "TfOps>LogSoftmaxGrad"
                            : kScaled ? "TfOps>ScaledMaskedSoftmaxGrad"
                                      : "TfOps>SoftmaxGrad";
-    absl::StatusOr<TensorShape> gs = InputShape(ctx, 0);
-    absl::StatusOr<TensorShape> ys = InputShape(ctx, 1);
+    absl::StatusOr<TensorShape> gs = XlaInputShape(ctx, 0);
+    absl::StatusOr<TensorShape> ys = XlaInputShape(ctx, 1);
     OP_REQUIRES_OK(ctx, gs.status());
     OP_REQUIRES_OK(ctx, ys.status());
     OP_REQUIRES_OK(ctx, CheckLogits(op, *ys));
@@ -132,8 +126,8 @@ class ScaledMaskedSoftmaxXlaOp : public tensorflow::XlaOpKernel {
   }
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     const std::string op = "TfOps>ScaledMaskedSoftmax";
-    absl::StatusOr<TensorShape> xs = InputShape(ctx, 0);
-    absl::StatusOr<TensorShape> ms = InputShape(ctx, 1);
+    absl::StatusOr<TensorShape> xs = XlaInputShape(ctx, 0);
+    absl::StatusOr<TensorShape> ms = XlaInputShape(ctx, 1);
     OP_REQUIRES_OK(ctx, xs.status());
     OP_REQUIRES_OK(ctx, ms.status());
     MaskLayout layout;
@@ -193,8 +187,8 @@ class SparseSoftmaxCrossEntropyXlaOp : public tensorflow::XlaOpKernel {
   }
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     const std::string op = "TfOps>SparseSoftmaxCrossEntropy";
-    absl::StatusOr<TensorShape> xs = InputShape(ctx, 0);
-    absl::StatusOr<TensorShape> ls = InputShape(ctx, 1);
+    absl::StatusOr<TensorShape> xs = XlaInputShape(ctx, 0);
+    absl::StatusOr<TensorShape> ls = XlaInputShape(ctx, 1);
     OP_REQUIRES_OK(ctx, xs.status());
     OP_REQUIRES_OK(ctx, ls.status());
     OP_REQUIRES_OK(ctx, CheckCrossEntropy(op, *xs, *ls));

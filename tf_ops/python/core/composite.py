@@ -47,25 +47,25 @@ def use_composite(op: str, lowered: frozenset[str]) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _check_static(op: str, attrs: tuple, shapes: tuple, dtype: tf.DType) -> None:
+def _check_static(op: str, attrs: tuple, specs: tuple) -> None:
     with tf.Graph().as_default():
-        placeholders = [tf.compat.v1.placeholder(dtype, shape) for shape in shapes]
+        placeholders = [tf.compat.v1.placeholder(dtype, shape) for dtype, shape in specs]
         getattr(_ops, "tf_ops_" + op_info.snake_case(op))(*placeholders, **dict(attrs))
 
 
 def check(op: str, inputs: tuple, attrs: dict) -> None:
     """Runs ``TfOps>{op}``'s C++ checks (its shape function: attribute values, input
-    shapes that must agree) on inputs of these static shapes and these attributes,
-    without running anything: raises ValueError (TypeError for a wrong attribute type)
-    with the op's own message.
+    shapes that must agree) on inputs of these static shapes and dtypes and these
+    attributes, without running anything: raises ValueError (TypeError for a wrong
+    attribute type) with the op's own message.
 
     Example:
       >>> check("Elu", (tf.zeros([2]),), {"alpha": -1.0})  # doctest: +SKIP
       ValueError: ... TfOps>Elu: attribute 'alpha' must be >= 0, got -1 ...
     """
-    shapes = tuple(tuple(tf.TensorShape(t.shape).as_list()) if t.shape.rank is not None else None
-                   for t in inputs)
-    _check_static(op, tuple(sorted(attrs.items())), shapes, inputs[0].dtype)
+    specs = tuple((t.dtype, tuple(tf.TensorShape(t.shape).as_list())
+                   if t.shape.rank is not None else None) for t in inputs)
+    _check_static(op, tuple(sorted(attrs.items())), specs)
 
 
 def kernel_attrs(attrs: dict) -> dict:

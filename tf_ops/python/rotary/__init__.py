@@ -1,0 +1,1 @@
+"""The rotary position embedding: functions, gradients, the Keras layer."""
