@@ -6,18 +6,16 @@
 // fused_kernels.cc: CPU kernels (norm_cpu.h over TensorFlow's intra-op pool)
 // into _tf_ops.so, GPU kernels (cu/norm/norm_gpu.h) into _tf_ops_gpu.so.
 
-#include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/types.h"
-#include "tensorflow/core/platform/threadpool.h"
-#include "tf_ops/cc/activation/elementwise_kernel.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/norm/norm_cpu.h"
 #include "tf_ops/cc/norm/norm_op_layout.h"
 
@@ -72,28 +70,21 @@ struct NormExecutor<GpuDevice> {
   static absl::Status Forward(OpKernelContext* ctx, const std::string& op,
                               Dtype dtype, const NormShape& shape,
                               double epsilon, const ForwardArgs& a) {
-    return Check(op, LaunchNormForward(dtype, shape, epsilon, a.x, a.residual,
-                                       a.gamma, a.beta, a.h, a.y, a.mean,
-                                       a.rstd, GpuStream(ctx)));
+    return LaunchStatus(op, LaunchNormForward(dtype, shape, epsilon, a.x,
+                                              a.residual, a.gamma, a.beta, a.h,
+                                              a.y, a.mean, a.rstd,
+                                              GpuStream(ctx)));
   }
   static absl::Status Grad(OpKernelContext* ctx, const std::string& op,
                            Dtype dtype, const NormShape& shape,
                            const GradArgs& a) {
-    Tensor scratch;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(
-        tensorflow::DT_INT8, TensorShape({NormGradGpuScratchBytes(shape)}),
-        &scratch));
-    return Check(op, LaunchNormGrad(dtype, shape, a.dy, a.x, a.gamma, a.mean,
-                                    a.rstd, a.dh, a.dx, a.dgamma, a.dbeta,
-                                    scratch.flat<int8_t>().data(),
-                                    GpuStream(ctx)));
-  }
-
- private:
-  static absl::Status Check(const std::string& op, const char* cuda_error) {
-    if (cuda_error == nullptr) return absl::OkStatus();
-    return absl::InternalError(
-        absl::StrCat(op, ": CUDA kernel launch failed: ", cuda_error));
+    Tensor holder;
+    absl::StatusOr<void*> scratch =
+        AllocateScratch(ctx, NormGradGpuScratchBytes(shape), &holder);
+    TF_RETURN_IF_ERROR(scratch.status());
+    return LaunchStatus(op, LaunchNormGrad(dtype, shape, a.dy, a.x, a.gamma,
+                                           a.mean, a.rstd, a.dh, a.dx, a.dgamma,
+                                           a.dbeta, *scratch, GpuStream(ctx)));
   }
 };
 #else
@@ -102,12 +93,12 @@ struct NormExecutor<CpuDevice> {
   static absl::Status Forward(OpKernelContext* ctx, const std::string&,
                               Dtype dtype, const NormShape& shape,
                               double epsilon, const ForwardArgs& a) {
-    ParallelFor(ctx, shape.rows, 8 * shape.cols + 20,
-                [&](int64_t begin, int64_t end) {
-                  CpuNormForward(dtype, shape, epsilon, a.x, a.residual,
-                                 a.gamma, a.beta, a.h, a.y, a.mean, a.rstd,
-                                 begin, end);
-                });
+    CpuParallelFor(ctx, shape.rows, 8 * shape.cols + 20,
+                   [&](int64_t begin, int64_t end) {
+                     CpuNormForward(dtype, shape, epsilon, a.x, a.residual,
+                                    a.gamma, a.beta, a.h, a.y, a.mean, a.rstd,
+                                    begin, end);
+                   });
     return absl::OkStatus();
   }
 
@@ -115,33 +106,23 @@ struct NormExecutor<CpuDevice> {
                            Dtype dtype, const NormShape& shape,
                            const GradArgs& a) {
     const NormGradTiling tiling = MakeNormGradTiling(shape);
-    // Partial sums in float or double (norm_cpu.h): double-sized slots.
-    Tensor partials;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(
-        tensorflow::DT_DOUBLE, TensorShape({tiling.partials()}), &partials));
-    void* pp = partials.flat<double>().data();
-    ParallelFor(ctx, tiling.tiles(), tiling.row_block * shape.cols * 12,
-                [&](int64_t begin, int64_t end) {
-                  CpuNormGradTiles(dtype, tiling, a.dy, a.x, a.gamma, a.mean,
-                                   a.rstd, a.dh, a.dx, pp, begin, end);
-                });
-    ParallelFor(ctx, shape.cols, 2 * tiling.row_tiles + 4,
-                [&](int64_t begin, int64_t end) {
-                  CpuNormGradReduce(dtype, tiling, pp, a.dgamma, a.dbeta,
-                                    begin, end);
-                });
+    Tensor holder;
+    absl::StatusOr<void*> partials =
+        AllocateScratch(ctx, tiling.partials() * 8, &holder);
+    TF_RETURN_IF_ERROR(partials.status());
+    void* pp = *partials;
+    CpuParallelFor(ctx, tiling.tiles(), tiling.row_block * shape.cols * 12,
+                   [&](int64_t begin, int64_t end) {
+                     CpuNormGradTiles(dtype, tiling, a.dy, a.x, a.gamma,
+                                      a.mean, a.rstd, a.dh, a.dx, pp, begin,
+                                      end);
+                   });
+    CpuParallelFor(ctx, shape.cols, 2 * tiling.row_tiles + 4,
+                   [&](int64_t begin, int64_t end) {
+                     CpuNormGradReduce(dtype, tiling, pp, a.dgamma, a.dbeta,
+                                       begin, end);
+                   });
     return absl::OkStatus();
-  }
-
- private:
-  static void ParallelFor(OpKernelContext* ctx, int64_t total,
-                          int64_t cost_per_unit,
-                          const std::function<void(int64_t, int64_t)>& fn) {
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        total,
-        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
-            cost_per_unit),
-        fn);
   }
 };
 #endif  // TF_OPS_WITH_CUDA
@@ -178,7 +159,8 @@ class NormOp : public OpKernel {
     ForwardArgs a;
     if (kResidual) {
       const Tensor& r = ctx->input(kind_.residual_input());
-      OP_REQUIRES_OK(ctx, CheckSame(op, "x", x.shape(), "residual", r.shape()));
+      OP_REQUIRES_OK(ctx, RequireSameShape(op, "x", x.shape(), "residual",
+                                           r.shape()));
       a.residual = r.flat<T>().data();
     }
     const Tensor& gamma = ctx->input(kind_.gamma());
@@ -233,11 +215,13 @@ class NormGradOp : public OpKernel {
     shape.centered = kCentered;
     OP_REQUIRES_OK(ctx, CheckRows(op, x.shape(), &shape.rows, &shape.cols));
     const Tensor& dy = ctx->input(kind_.g_dy());
-    OP_REQUIRES_OK(ctx, CheckSame(op, x_name, x.shape(), "dy", dy.shape()));
+    OP_REQUIRES_OK(ctx,
+                   RequireSameShape(op, x_name, x.shape(), "dy", dy.shape()));
     GradArgs a;
     if (kResidual) {
       const Tensor& dh = ctx->input(kind_.g_dh());
-      OP_REQUIRES_OK(ctx, CheckSame(op, x_name, x.shape(), "dh", dh.shape()));
+      OP_REQUIRES_OK(ctx,
+                     RequireSameShape(op, x_name, x.shape(), "dh", dh.shape()));
       a.dh = dh.flat<T>().data();
     }
     const Tensor& gamma = ctx->input(kind_.g_gamma());
