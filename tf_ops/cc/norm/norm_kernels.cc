@@ -7,7 +7,10 @@
 // into _tf_ops.so, GPU kernels (cu/norm/norm_gpu.h) into _tf_ops_gpu.so.
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -93,7 +96,7 @@ struct NormExecutor<CpuDevice> {
   static absl::Status Forward(OpKernelContext* ctx, const std::string&,
                               Dtype dtype, const NormShape& shape,
                               double epsilon, const ForwardArgs& a) {
-    CpuParallelFor(ctx, shape.rows, 8 * shape.cols + 20,
+    CpuParallelFor(ctx, shape.rows, NormForwardCyclesPerRow(dtype, shape),
                    [&](int64_t begin, int64_t end) {
                      CpuNormForward(dtype, shape, epsilon, a.x, a.residual,
                                     a.gamma, a.beta, a.h, a.y, a.mean, a.rstd,
@@ -111,7 +114,7 @@ struct NormExecutor<CpuDevice> {
         AllocateScratch(ctx, tiling.partials() * 8, &holder);
     TF_RETURN_IF_ERROR(partials.status());
     void* pp = *partials;
-    CpuParallelFor(ctx, tiling.tiles(), tiling.row_block * shape.cols * 12,
+    CpuParallelFor(ctx, tiling.tiles(), NormGradCyclesPerTile(dtype, tiling),
                    [&](int64_t begin, int64_t end) {
                      CpuNormGradTiles(dtype, tiling, a.dy, a.x, a.gamma,
                                       a.mean, a.rstd, a.dh, a.dx, pp, begin,
@@ -126,6 +129,15 @@ struct NormExecutor<CpuDevice> {
   }
 };
 #endif  // TF_OPS_WITH_CUDA
+
+// The inputs an output may take the buffer of (norm_cpu.h: the CPU engine
+// writes each element after its last read of them); none on the GPU, whose
+// backward reads dy and x after writing dx (norm_gpu.h).
+template <typename Device>
+std::vector<int> Reusable(std::initializer_list<int> inputs) {
+  if constexpr (std::is_same_v<Device, CpuDevice>) return inputs;
+  return {};
+}
 
 // Statistics of another dtype than Stat<T> cannot reach a kernel (the shape
 // function checks U), except from a hand-built NodeDef: checked again.
@@ -174,12 +186,20 @@ class NormOp : public OpKernel {
     }
     TensorShape rows = x.shape();
     rows.RemoveLastDims(1);
+    // h and y may take over x's and the residual's buffers (x's alone for y
+    // without a residual): TensorFlow forwards an input only when nothing
+    // else holds it, and a grad op that needs x holds it.
+    const std::vector<int> inputs =
+        kResidual ? Reusable<Device>({kind_.x(), kind_.residual_input()})
+                  : Reusable<Device>({kind_.x()});
     Tensor* out = nullptr;
     if (kResidual) {
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(kind_.h_out(), x.shape(), &out));
+      OP_REQUIRES_OK(ctx, ReuseOrAllocateOutput<Device>(
+                              ctx, inputs, kind_.h_out(), x.shape(), &out));
       a.h = out->flat<T>().data();
     }
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(kind_.y_out(), x.shape(), &out));
+    OP_REQUIRES_OK(ctx, ReuseOrAllocateOutput<Device>(
+                            ctx, inputs, kind_.y_out(), x.shape(), &out));
     a.y = out->flat<T>().data();
     if (kCentered) {
       OP_REQUIRES_OK(ctx, ctx->allocate_output(kind_.mean_out(), rows, &out));
@@ -238,7 +258,11 @@ class NormGradOp : public OpKernel {
     a.x = x.flat<T>().data();
     a.gamma = gamma.flat<Stat<T>>().data();
     Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
+    const std::vector<int> inputs =
+        kResidual ? Reusable<Device>({kind_.g_dy(), kind_.g_dh(), kind_.g_x()})
+                  : Reusable<Device>({kind_.g_dy(), kind_.g_x()});
+    OP_REQUIRES_OK(
+        ctx, ReuseOrAllocateOutput<Device>(ctx, inputs, 0, x.shape(), &out));
     a.dx = out->flat<T>().data();
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, gamma.shape(), &out));
     a.dgamma = out->flat<Stat<T>>().data();
