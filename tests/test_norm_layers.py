@@ -1,10 +1,14 @@
-"""`tf_ops.layers.LayerNormalization` and `tf_ops.layers.RMSNormalization`: Keras's
-layer harness with the expectations of Keras's own tests, Keras's upstream tests'
-values, values and gradients against Keras's layers, checkpoints both ways, config,
+"""`tf_ops.layers.LayerNormalization` and `tf_ops.layers.RMSNormalization`: Keras's own
+upstream tests of its two layers run against them, Keras's layer harness beyond those,
+values and gradients against Keras's layers, checkpoints both ways, config,
 mixed precision, jit_compile, the residual form, and portable export to SavedModel,
 TFLite and ONNX (no TfOps> op)."""
 
 from __future__ import annotations
+
+import importlib
+import types
+import unittest
 
 import keras
 import numpy as np
@@ -18,56 +22,52 @@ from fused_refs import op_types
 L = tf_ops.layers
 
 
-def _harness():
-    return testing.TestCase(methodName="run_layer_test")
+# Keras's own tests of its layers (installed with it), run with `layers.LayerNormalization`
+# and `layers.RMSNormalization` in those modules meaning tf_ops's: run_layer_test with
+# Keras's expectations (weights, losses, masking, training, mixed precision), its
+# values, axis handling and errors. The number of tests is pinned so that an upstream
+# change is seen, not skipped.
+UPSTREAM = {
+    "keras.src.layers.normalization.layer_normalization_test": ("LayerNormalizationTest", 7),
+    "keras.src.layers.normalization.rms_normalization_test": ("RMSNormalizationTest", 4),
+}
 
 
-def test_run_layer_test_with_keras_expectations():
-    t = _harness()
-    common = dict(expected_num_non_trainable_weights=0, expected_num_seed_generators=0,
-                  supports_masking=True)
-    for kwargs, shape, trainable, losses in [
-        ({"gamma_regularizer": keras.regularizers.L2(0.01),
-          "beta_regularizer": keras.regularizers.L2(0.01)}, (3, 4, 2), 2, 2),
-        ({"gamma_initializer": "ones", "beta_initializer": "ones"}, (3, 4, 2), 2, 0),
-        ({"scale": False, "center": False}, (3, 3), 0, 0),
-        ({"rms_scaling": True}, (3, 3), 1, 0),
-        ({"axis": (-3, -2, -1)}, (2, 8, 8, 3), 2, 0),
-        ({}, (1, 0, 10), 2, 0),
-    ]:
-        t.run_layer_test(L.LayerNormalization, init_kwargs=kwargs, input_shape=shape,
-                         expected_output_shape=shape, expected_num_trainable_weights=trainable,
-                         expected_num_losses=losses, **common)
-    for kwargs in ({}, {"axis": -1}):
-        t.run_layer_test(L.RMSNormalization, init_kwargs=kwargs, input_shape=(4, 2),
-                         expected_output_shape=(4, 2), expected_num_trainable_weights=1,
-                         expected_num_seed_generators=0)
+@pytest.mark.parametrize("module_name", sorted(UPSTREAM))
+def test_keras_upstream_tests_hold(module_name, monkeypatch):
+    module = importlib.import_module(module_name)
+    ours = types.SimpleNamespace(**vars(module.layers))
+    ours.LayerNormalization = L.LayerNormalization
+    ours.RMSNormalization = L.RMSNormalization
+    monkeypatch.setattr(module, "layers", ours)
+    case, expected = UPSTREAM[module_name]
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(getattr(module, case))
+    result = unittest.TestResult()
+    suite.run(result)
+    problems = [f"{test}: {trace}" for test, trace in result.failures + result.errors]
+    assert not problems, "\n".join(problems)
+    assert result.testsRun == expected and not result.skipped
 
 
-def test_keras_upstream_values():
-    """The values of Keras's own layer_normalization_test / rms_normalization_test."""
-    out = L.LayerNormalization(dtype="float32", beta_initializer="ones",
-                               gamma_initializer="ones")(np.arange(5).astype("float32")[None])
-    np.testing.assert_allclose(out, [[-0.41386, 0.29307, 1.0, 1.70693, 2.41386]], rtol=1e-5)
-    out = L.LayerNormalization(dtype="float32", rms_scaling=True,
-                               gamma_initializer="ones")(np.arange(5).astype("float32")[None])
-    np.testing.assert_allclose(out, [[0.0, 0.70693, 1.41386, 2.12079, 2.82772]], rtol=1e-5)
-    out = L.RMSNormalization()(np.arange(10).astype("float32")[None])
-    np.testing.assert_allclose(out, [[0.0, 0.18731716, 0.37463433, 0.5619515, 0.74926865,
-                                      0.9365858, 1.123903, 1.3112202, 1.4985373, 1.6858544]],
-                               rtol=1e-5)
-    x = np.random.default_rng(1).normal(5.0, 10.0, (1000, 2, 2, 2)).astype("float32")
-    layer = L.LayerNormalization(dtype="float32")
-    out = (layer(x) - layer.beta) / layer.gamma
-    np.testing.assert_allclose(np.mean(out), 0.0, atol=1e-1)
-    np.testing.assert_allclose(np.std(out), 1.0, atol=1e-1)
-    x = np.random.default_rng(2).normal(size=(2, 3, 4)).astype("float32")
-    for cls in (L.LayerNormalization, L.RMSNormalization):
-        np.testing.assert_allclose(cls(axis=[-2, -1])(x), cls(axis=[-1, -2])(x), rtol=1e-5, atol=1e-6)
-    with pytest.raises(TypeError, match="Expected an int or a list/tuple of ints"):
-        L.LayerNormalization(axis={"axis": -1})
-    with pytest.raises(ValueError, match="out of bounds"):
+def test_run_layer_test_beyond_keras_tests():
+    """run_layer_test where Keras's tests stop: RMSNormalization over several axes,
+    LayerNormalization over a middle axis (a transpose around the op)."""
+    t = testing.TestCase(methodName="run_layer_test")
+    t.run_layer_test(L.RMSNormalization, init_kwargs={"axis": [-2, -1]}, input_shape=(3, 4, 5),
+                     expected_output_shape=(3, 4, 5), expected_num_trainable_weights=1,
+                     expected_num_seed_generators=0)
+    t.run_layer_test(L.LayerNormalization, init_kwargs={"axis": 1}, input_shape=(3, 4, 5),
+                     expected_output_shape=(3, 4, 5), expected_num_trainable_weights=2,
+                     expected_num_non_trainable_weights=0, expected_num_seed_generators=0,
+                     supports_masking=True)
+
+
+def test_out_of_range_axis_names_the_shape():
+    x = np.zeros((2, 3, 4), "float32")
+    with pytest.raises(ValueError, match=r"out of bounds.*\(2, 3, 4\)"):
         L.LayerNormalization(axis=3)(x)
+    with pytest.raises(ValueError, match=r"out of bounds.*\(2, 3, 4\)"):
+        L.RMSNormalization(axis=-4)(x)
 
 
 def _values_and_grads(layer, x, residual=None):
@@ -166,6 +166,42 @@ def test_mixed_precision_reads_16_bit_inputs_directly(policy):
     concrete = tf.function(lambda x: ln(x)).get_concrete_function(x)
     casts = [n for n in concrete.graph.as_graph_def().node if n.op == "Cast"]
     assert not casts, [n.name for n in casts]
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_rms_norm_stands_in_for_keras_hub_llama_layer_norm(policy):
+    """keras-hub's LLaMA normalises with its own LlamaLayerNorm (x cast to float32,
+    mean(x^2), rsqrt, times the float32 scale, cast back once): `tf_ops.rms_norm` with
+    the layer's scale and epsilon computes the same, with no Cast in its graph."""
+    from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
+
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        layer = LlamaLayerNorm(epsilon=1e-5)
+        x = tf.cast(tf.random.stateless_normal([4, 7, 96], seed=[2, 3]) * 3, layer.compute_dtype)
+        layer.build(x.shape)
+        layer.scale.assign(tf.random.stateless_uniform([96], [4, 5], 0.5, 1.5))
+
+        def ours(x):
+            return tf_ops.rms_norm(x, layer.scale, epsilon=layer.epsilon)
+
+        graph = tf.function(ours).get_concrete_function(x).graph.as_graph_def()
+        assert "Cast" not in op_types(graph) and "TfOps>RmsNorm" in op_types(graph)
+        results = []
+        for fn in (ours, layer):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = fn(x)
+                loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.sin(tf.cast(x, tf.float32)))
+            results.append([y, *tape.gradient(loss, [x, layer.scale])])
+        tol = 1e-5 if policy == "float32" else 2.0**-7
+        for got, want in zip(*results):
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(tf.cast(got, tf.float32).numpy(),
+                                       tf.cast(want, tf.float32).numpy(),
+                                       rtol=tol, atol=tol * 4)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
 
 
 def test_jit_compile_train_step_and_portable_graph():

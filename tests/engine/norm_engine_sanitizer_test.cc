@@ -3,17 +3,21 @@
 // UndefinedBehaviorSanitizer like the other engine tests (`make engine-test`
 // builds and runs it).
 //
-// For layer norm and RMS norm, without and with the residual, in half,
-// bfloat16, float and double, rows of 1 to 16384 elements (odd lengths and
-// the vector widths' edges), on heap buffers of exactly the size each call
-// may touch (ASan reports any access past either end):
+// On every instruction-set variant this CPU runs, for layer norm and RMS
+// norm, without and with the residual, in half, bfloat16, float and double,
+// rows of 1 to 16384 elements (odd lengths and the vector widths' edges),
+// on heap buffers of exactly the size each call may touch (ASan reports
+// any access past either end):
 //   - the forward in odd row shards, against a double reference computed
 //     from the stored inputs (h rounded as the engine rounds it);
 //   - the backward's tiles in three different splits (all at once, one by
 //     one, in reverse order: as different thread counts would run them):
 //     dgamma and dbeta bit-identical each time, and dx, dgamma, dbeta against
 //     the double reference;
-//   - a constant row gives y = beta (no NaN).
+//   - a constant row gives y = beta (no NaN);
+//   - in place (y and h over x and the residual, dx over dy, x or dh, as
+//     the kernels run when TensorFlow hands them an input's buffer): the
+//     same bits.
 //
 // Exit status: 0 when every check passes, 1 otherwise.
 
@@ -27,6 +31,8 @@
 #include <vector>
 
 #include "tests/engine/engine_check.h"
+#include "tf_ops/cc/core/cpu_isa.h"
+#include "tf_ops/cc/core/narrow_float.h"
 #include "tf_ops/cc/norm/norm_cpu.h"
 
 namespace tf_ops {
@@ -195,6 +201,47 @@ void TestCase(const Store& s, int64_t rows, int64_t cols, bool centered,
       Expect(bits == first_dg[0], "dgamma/dbeta bits", ctx, order, 0, 0);
     }
   }
+  // In place, as the kernels run when TensorFlow hands an input's buffer to
+  // an output: the same bits as above.
+  const size_t bytes = n * s.size;
+  const auto copy = [&](const char* from) {
+    auto b = Buffer(bytes);
+    if (bytes != 0) std::memcpy(b.get(), from, bytes);
+    return b;
+  };
+  const auto same = [&](const char* got, const char* want, const char* what) {
+    Expect(bytes == 0 || std::memcmp(got, want, bytes) == 0, what, ctx, 0, 0,
+           0);
+  };
+  auto mean2 = Buffer(centered ? rows * s.stat_size() : 0),
+       rstd2 = Buffer(rows * s.stat_size());
+  if (residual) {
+    // h over x, y over the residual.
+    auto x2 = copy(x.get()), r2 = copy(r.get());
+    CpuNormForward(s.dtype, shape, eps, x2.get(), r2.get(), gamma.get(),
+                   beta.get(), x2.get(), r2.get(), mean2.get(), rstd2.get(), 0,
+                   rows);
+    same(x2.get(), h.get(), "h in place of x");
+    same(r2.get(), y.get(), "y in place of residual");
+  } else {
+    auto x2 = copy(x.get());
+    CpuNormForward(s.dtype, shape, eps, x2.get(), nullptr, gamma.get(),
+                   beta.get(), nullptr, x2.get(), mean2.get(), rstd2.get(), 0,
+                   rows);
+    same(x2.get(), y.get(), "y in place of x");
+  }
+  auto partials = Buffer(t.partials() * sizeof(double));
+  // dx over each input it may share: dy, x (h), dh.
+  for (int shared = 0; shared < (residual ? 3 : 2); ++shared) {
+    auto dy2 = copy(dy.get()), x2 = copy(static_cast<const char*>(xin));
+    auto dh2 = residual ? copy(dh.get()) : nullptr;
+    char* out = shared == 0 ? dy2.get() : shared == 1 ? x2.get() : dh2.get();
+    CpuNormGradTiles(s.dtype, t, dy2.get(), x2.get(), gamma.get(), mean.get(),
+                     rstd.get(), dh2.get(), out, partials.get(), 0, t.tiles());
+    same(out, dx.get(), shared == 0   ? "dx in place of dy"
+                        : shared == 1 ? "dx in place of x"
+                                      : "dx in place of dh");
+  }
 }
 
 }  // namespace
@@ -206,16 +253,23 @@ int main() {
   const int64_t shapes[][2] = {{1, 1},   {3, 7},    {5, 64},  {4, 65},
                                {33, 31}, {2, 1000}, {3, 1031}, {1, 16384},
                                {70, 17}, {2, 4099}, {0, 8}};
-  for (const Store& s : kStores) {
-    for (const auto& shape : shapes) {
-      for (int kind = 0; kind < 4; ++kind) {
-        TestCase(s, shape[0], shape[1], kind & 1, kind & 2, false, &rng);
+  // Every instruction-set variant of the loops this CPU can run.
+  int isas = 0;
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (SetCpuIsa(isa) != isa) continue;
+    ++isas;
+    for (const Store& s : kStores) {
+      for (const auto& shape : shapes) {
+        for (int kind = 0; kind < 4; ++kind) {
+          TestCase(s, shape[0], shape[1], kind & 1, kind & 2, false, &rng);
+        }
       }
+      TestCase(s, 5, 300, true, false, true, &rng);  // constant rows: y = beta
+      TestCase(s, 3, 64, true, true, true, &rng);
     }
-    TestCase(s, 5, 300, true, false, true, &rng);  // constant rows: y = beta
-    TestCase(s, 3, 64, true, true, true, &rng);
+    std::printf("%-8s done: %d checks so far\n", CpuIsaName(isa), checks);
   }
-  std::printf("SUMMARY checks family=norm-engine passed=%d failed=%d\n",
-              checks - failures, failures);
+  std::printf("SUMMARY checks family=norm-engine passed=%d failed=%d isas=%d\n",
+              checks - failures, failures, isas);
   return failures == 0 ? 0 : 1;
 }

@@ -20,56 +20,19 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/platform/threadpool.h"
 #include "tf_ops/cc/activation/activation_attrs.h"
-#include "tf_ops/cc/core/dtype.h"
 #include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/core/dtype.h"
 #include "tf_ops/cc/core/huge_pages.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
 
 #if TF_OPS_WITH_CUDA
-#include "tensorflow/core/framework/device_base.h"
 #include "tf_ops/cu/activation/elementwise_gpu.h"
-#include "xla/stream_executor/stream.h"
 #endif
 
 namespace tf_ops {
 
-// Device tags for the kernel templates.
-struct CpuDevice {};
-struct GpuDevice {};
-
-// The engines' name for each TensorFlow dtype (same bit layouts).
-template <typename T>
-constexpr Dtype DtypeOf();
-template <>
-constexpr Dtype DtypeOf<Eigen::half>() { return Dtype::kHalf; }
-template <>
-constexpr Dtype DtypeOf<Eigen::bfloat16>() { return Dtype::kBFloat16; }
-template <>
-constexpr Dtype DtypeOf<float>() { return Dtype::kFloat; }
-template <>
-constexpr Dtype DtypeOf<double>() { return Dtype::kDouble; }
-
 template <typename Device>
 struct Executor;
-
-// TensorFlow 2.20 added SchedulingParams::Adaptive and deprecated the
-// constructor that 2.19 only has. Detected rather than version-tested: the
-// 2.20+ headers define no TF_MINOR_VERSION (the build system must).
-template <typename Params, typename = void>
-struct HasAdaptiveSchedule : std::false_type {};
-template <typename Params>
-struct HasAdaptiveSchedule<
-    Params, std::void_t<decltype(Params::Adaptive(int64_t{1}))>>
-    : std::true_type {};
-
-template <typename Params>
-Params AdaptiveSchedule(int64_t cost_per_unit) {
-  if constexpr (HasAdaptiveSchedule<Params>::value) {
-    return Params::Adaptive(cost_per_unit);
-  } else {
-    return Params(tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive,
-                  cost_per_unit, std::nullopt);
-  }
-}
 
 template <>
 struct Executor<CpuDevice> {
@@ -126,11 +89,6 @@ struct Executor<CpuDevice> {
 };
 
 #if TF_OPS_WITH_CUDA
-// The raw cudaStream_t behind the op's stream executor stream.
-inline void* GpuStream(tensorflow::OpKernelContext* ctx) {
-  return ctx->op_device_context()->stream()->platform_specific_handle().stream;
-}
-
 template <>
 struct Executor<GpuDevice> {
   template <typename Op, typename T>
@@ -158,8 +116,7 @@ struct Executor<GpuDevice> {
   template <typename Op>
   static absl::Status Check(const char* cuda_error) {
     if (cuda_error == nullptr) return absl::OkStatus();
-    return absl::InternalError(absl::StrCat(
-        "TfOps>", Op::kName, ": CUDA kernel launch failed: ", cuda_error));
+    return LaunchStatus(absl::StrCat("TfOps>", Op::kName), cuda_error);
   }
 };
 #endif  // TF_OPS_WITH_CUDA

@@ -17,13 +17,13 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
-#include "tensorflow/core/platform/threadpool.h"
 #include "tf_ops/cc/activation/activation_attrs.h"
 #include "tf_ops/cc/activation/activation_list.h"
-#include "tf_ops/cc/activation/elementwise_kernel.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/fused/fused_cpu.h"
 #include "tf_ops/cc/fused/fused_shape_checks.h"
 
@@ -52,8 +52,8 @@ struct FusedExecutor<GpuDevice> {
   static absl::Status BiasForward(OpKernelContext* ctx, const std::string& op,
                                   const Act& act, const T* x, const T* bias,
                                   T* y, BiasLayout layout, int64_t n) {
-    return Check(op, LaunchBiasForward(act, DtypeOf<T>(), x, bias, y, layout,
-                                       n, GpuStream(ctx)));
+    return LaunchStatus(op, LaunchBiasForward(act, DtypeOf<T>(), x, bias, y,
+                                              layout, n, GpuStream(ctx)));
   }
 
   // The partial sums live in a scratch tensor of BiasGradGpuScratchBytes.
@@ -62,21 +62,21 @@ struct FusedExecutor<GpuDevice> {
                                const Act& act, const T* g, const T* x,
                                const T* bias, T* dx, T* db, BiasLayout layout,
                                int64_t n) {
-    const int64_t bytes = BiasGradGpuScratchBytes(DtypeOf<T>(), layout, n);
-    Tensor scratch;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_INT8,
-                                          TensorShape({bytes}), &scratch));
-    return Check(op, LaunchBiasGrad(act, DtypeOf<T>(), g, x, bias, dx, db,
-                                    scratch.flat<int8_t>().data(), layout, n,
-                                    GpuStream(ctx)));
+    Tensor holder;
+    absl::StatusOr<void*> scratch = AllocateScratch(
+        ctx, BiasGradGpuScratchBytes(DtypeOf<T>(), layout, n), &holder);
+    TF_RETURN_IF_ERROR(scratch.status());
+    return LaunchStatus(op, LaunchBiasGrad(act, DtypeOf<T>(), g, x, bias, dx,
+                                           db, *scratch, layout, n,
+                                           GpuStream(ctx)));
   }
 
   template <typename Act, typename T>
   static absl::Status GatedForward(OpKernelContext* ctx, const std::string& op,
                                    const Act& act, const T* x, const T* bias,
                                    T* y, int64_t half, int64_t n_out) {
-    return Check(op, LaunchGatedForward(act, DtypeOf<T>(), x, bias, y, half,
-                                        n_out, GpuStream(ctx)));
+    return LaunchStatus(op, LaunchGatedForward(act, DtypeOf<T>(), x, bias, y,
+                                               half, n_out, GpuStream(ctx)));
   }
 
   template <typename Act, typename T>
@@ -85,29 +85,21 @@ struct FusedExecutor<GpuDevice> {
                                     const T* g, const T* x, const T* bias,
                                     T* dx, T* db, int64_t half,
                                     int64_t n_out) {
-    const int64_t bytes =
-        BiasGatedGradGpuScratchBytes(DtypeOf<T>(), half, n_out);
-    Tensor scratch;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_INT8,
-                                          TensorShape({bytes}), &scratch));
-    return Check(op, LaunchBiasGatedGrad(act, DtypeOf<T>(), g, x, bias, dx, db,
-                                         scratch.flat<int8_t>().data(), half,
-                                         n_out, GpuStream(ctx)));
+    Tensor holder;
+    absl::StatusOr<void*> scratch = AllocateScratch(
+        ctx, BiasGatedGradGpuScratchBytes(DtypeOf<T>(), half, n_out), &holder);
+    TF_RETURN_IF_ERROR(scratch.status());
+    return LaunchStatus(op, LaunchBiasGatedGrad(act, DtypeOf<T>(), g, x, bias,
+                                                dx, db, *scratch, half, n_out,
+                                                GpuStream(ctx)));
   }
 
   template <typename Act, typename T>
   static absl::Status GatedGrad(OpKernelContext* ctx, const std::string& op,
                                 const Act& act, const T* g, const T* x, T* dx,
                                 int64_t half, int64_t n_out) {
-    return Check(op, LaunchGatedGrad(act, DtypeOf<T>(), g, x, dx, half, n_out,
-                                     GpuStream(ctx)));
-  }
-
- private:
-  static absl::Status Check(const std::string& op, const char* cuda_error) {
-    if (cuda_error == nullptr) return absl::OkStatus();
-    return absl::InternalError(
-        absl::StrCat(op, ": CUDA kernel launch failed: ", cuda_error));
+    return LaunchStatus(op, LaunchGatedGrad(act, DtypeOf<T>(), g, x, dx, half,
+                                            n_out, GpuStream(ctx)));
   }
 };
 #else
@@ -117,7 +109,7 @@ struct FusedExecutor<CpuDevice> {
   static absl::Status BiasForward(OpKernelContext* ctx, const std::string&,
                                   const Act& act, const T* x, const T* bias,
                                   T* y, BiasLayout layout, int64_t n) {
-    ParallelFor(ctx, n, Act::kCyclesPerElement + 1,
+    CpuParallelFor(ctx, n, Act::kCyclesPerElement + 1,
                 [&](int64_t begin, int64_t end) {
                   CpuBiasForward(act, DtypeOf<T>(), x, bias, y, layout, begin,
                                  end);
@@ -160,7 +152,7 @@ struct FusedExecutor<CpuDevice> {
   static absl::Status GatedForward(OpKernelContext* ctx, const std::string&,
                                    const Act& act, const T* x, const T* bias,
                                    T* y, int64_t half, int64_t n_out) {
-    ParallelFor(ctx, n_out, 2 * Act::kCyclesPerElement + 2,
+    CpuParallelFor(ctx, n_out, 2 * Act::kCyclesPerElement + 2,
                 [&](int64_t begin, int64_t end) {
                   CpuGatedForward(act, DtypeOf<T>(), x, bias, y, half, begin,
                                   end);
@@ -172,7 +164,7 @@ struct FusedExecutor<CpuDevice> {
   static absl::Status GatedGrad(OpKernelContext* ctx, const std::string&,
                                 const Act& act, const T* g, const T* x, T* dx,
                                 int64_t half, int64_t n_out) {
-    ParallelFor(ctx, n_out, 3 * Act::kCyclesPerElement + 4,
+    CpuParallelFor(ctx, n_out, 3 * Act::kCyclesPerElement + 4,
                 [&](int64_t begin, int64_t end) {
                   CpuGatedGrad(act, DtypeOf<T>(), g, x, dx, half, begin, end);
                 });
@@ -189,32 +181,23 @@ struct FusedExecutor<CpuDevice> {
                                     T* db, const Tiles& tiles) {
     // Partial sums in float or double (fused_cpu.h); double-sized slots
     // hold either.
-    Tensor partials;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_DOUBLE,
-                                          TensorShape({tiling.partials()}),
-                                          &partials));
-    void* pp = partials.flat<double>().data();
-    ParallelFor(ctx, tiling.tiles(), tiling.row_block * tiling.col_block * cost,
-                [&](int64_t begin, int64_t end) {
-                  tiles(pp, tiling, begin, end);
-                });
+    Tensor holder;
+    absl::StatusOr<void*> partials =
+        AllocateScratch(ctx, tiling.partials() * sizeof(double), &holder);
+    TF_RETURN_IF_ERROR(partials.status());
+    void* pp = *partials;
+    CpuParallelFor(ctx, tiling.tiles(),
+                   tiling.row_block * tiling.col_block * cost,
+                   [&](int64_t begin, int64_t end) {
+                     tiles(pp, tiling, begin, end);
+                   });
     const int64_t channels = tiling.layout.channels;
     const int64_t per_channel =
         tiling.partials() / std::max<int64_t>(1, channels) + 1;
-    ParallelFor(ctx, channels, per_channel, [&](int64_t begin, int64_t end) {
+    CpuParallelFor(ctx, channels, per_channel, [&](int64_t begin, int64_t end) {
       CpuBiasGradReduce(DtypeOf<T>(), pp, tiling, db, begin, end);
     });
     return absl::OkStatus();
-  }
-
-  static void ParallelFor(OpKernelContext* ctx, int64_t total,
-                          int64_t cost_per_unit,
-                          const std::function<void(int64_t, int64_t)>& fn) {
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        total,
-        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
-            cost_per_unit),
-        fn);
   }
 };
 #endif  // TF_OPS_WITH_CUDA
@@ -243,7 +226,7 @@ class BiasActivationOp : public OpKernel {
                    BiasLayoutOf(op, nchw_, x.shape(), bias.shape(), &layout));
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx,
-                   ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &y));
+                   ReuseOrAllocateOutput<Device>(ctx, {0}, 0, x.shape(), &y));
     const int64_t n = x.NumElements();
     if (n == 0) return;
     OP_REQUIRES_OK(ctx, FusedExecutor<Device>::BiasForward(
@@ -272,17 +255,14 @@ class BiasActivationGradOp : public OpKernel {
     const Tensor& x = ctx->input(1);
     const Tensor& bias = ctx->input(2);
     const std::string op = Name<Act>("Bias", "Grad");
-    OP_REQUIRES(ctx, g.shape() == x.shape(),
-                absl::InvalidArgumentError(absl::StrCat(
-                    op, ": gradients and features must have the same shape, "
-                    "got ", g.shape().DebugString(), " and ",
-                    x.shape().DebugString())));
+    OP_REQUIRES_OK(ctx, RequireSameShape(op, "gradients", g.shape(),
+                                         "features", x.shape()));
     BiasLayout layout;
     OP_REQUIRES_OK(ctx,
                    BiasLayoutOf(op, nchw_, x.shape(), bias.shape(), &layout));
     Tensor* dx = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0, 1}, 0,
-                                                              x.shape(), &dx));
+    OP_REQUIRES_OK(ctx, ReuseOrAllocateOutput<Device>(ctx, {0, 1}, 0,
+                                                      x.shape(), &dx));
     Tensor* db = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, bias.shape(), &db));
     // Also for an empty x: db is then zeros.
@@ -359,7 +339,7 @@ class GatedActivationGradOp : public OpKernel {
                     x.shape().DebugString())));
     Tensor* dx = nullptr;
     OP_REQUIRES_OK(ctx,
-                   ctx->forward_input_or_allocate_output({1}, 0, x.shape(), &dx));
+                   ReuseOrAllocateOutput<Device>(ctx, {1}, 0, x.shape(), &dx));
     const int64_t n = out_shape.num_elements();
     if constexpr (kBias) {
       const Tensor& bias = ctx->input(2);

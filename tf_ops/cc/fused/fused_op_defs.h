@@ -102,8 +102,9 @@ absl::Status BiasGradShape(InferenceContext* c) {
   ShapeHandle merged;
   if (!c->Merge(c->input(0), x, &merged).ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": gradients and features must have the same shape, got ",
-        c->DebugString(c->input(0)), " and ", c->DebugString(c->input(1))));
+        op, ": gradients and features must have the same shape, got "
+        "gradients ", c->DebugString(c->input(0)), " and features ",
+        c->DebugString(c->input(1))));
   }
   c->set_output(0, merged);
   c->set_output(1, c->input(2));

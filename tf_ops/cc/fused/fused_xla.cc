@@ -25,6 +25,7 @@
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/fused/fused_math.h"
 #include "tf_ops/cc/fused/fused_shape_checks.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/core/xla_compute_type.h"
 #include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_isolated.h"
@@ -101,11 +102,8 @@ class BiasGradXlaOp : public BiasXlaBase<Act> {
     absl::StatusOr<TensorShape> x_shape = XlaInputShape(ctx, 1);
     OP_REQUIRES_OK(ctx, g_shape.status());
     OP_REQUIRES_OK(ctx, x_shape.status());
-    OP_REQUIRES(ctx, *g_shape == *x_shape,
-                absl::InvalidArgumentError(absl::StrCat(
-                    op, ": gradients and features must have the same shape, "
-                    "got ", g_shape->DebugString(), " and ",
-                    x_shape->DebugString())));
+    OP_REQUIRES_OK(ctx, RequireSameShape(op, "gradients", *g_shape,
+                                         "features", *x_shape));
     int axis = 0;
     absl::StatusOr<XlaValue> b = this->BroadcastBias(ctx, op, 1, 2, &axis);
     OP_REQUIRES_OK(ctx, b.status());

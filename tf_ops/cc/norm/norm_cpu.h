@@ -8,7 +8,11 @@
 // bfloat16 and float, in double for double (the row statistics too), and are
 // rounded once. The statistics (mean, rstd) and the parameters (gamma, beta
 // and their gradients) are in the compute type: float, or double for double
-// (mixed precision reads float32 gamma with half x, as Keras keeps it). Loops are compiled per instruction set.
+// (mixed precision reads float32 gamma with half x, as Keras keeps it).
+// Loops are compiled per instruction set.
+//
+// In place: y and h may share the buffers of x and the residual, and dx
+// those of dy, x (h) and dh; every element is written after its last read.
 
 #ifndef TF_OPS_CC_NORM_NORM_CPU_H_
 #define TF_OPS_CC_NORM_NORM_CPU_H_
@@ -37,20 +41,25 @@ void CpuNormForward(Dtype dtype, const NormShape& shape, double epsilon,
 // The backward's work in tiles of row_block whole rows, from the shape alone
 // (never the thread count), so that dgamma and dbeta are bit-identical
 // however tiles are spread over threads: each tile writes dx for its rows and
-// its own partial sums of g * xhat and g per column (the accumulation type:
-// float for half and bfloat16, double for float and double); then
-// CpuNormGradReduce adds each column's partials in tile order.
+// its own partial sums of g * xhat and g per column (in the compute type);
+// then CpuNormGradReduce adds each column's partials in tile order, in
+// double.
 struct NormGradTiling {
   NormShape shape;
   int64_t row_block = 1;
   int64_t row_tiles = 0;
 
   int64_t tiles() const { return row_tiles; }
-  // Partials: [row_tiles][2][cols] (dgamma's, then dbeta's), in slots of
-  // double (8 bytes) whatever the accumulation type.
+  // Partials: [row_tiles][2][cols] (dgamma's, then dbeta's), counted in
+  // slots of double (8 bytes), which hold either compute type.
   int64_t partials() const { return row_tiles * 2 * shape.cols; }
 };
 NormGradTiling MakeNormGradTiling(const NormShape& shape);
+
+// The thread pool's cost model: rough cycles per forward row and per
+// backward tile.
+int64_t NormForwardCyclesPerRow(Dtype dtype, const NormShape& shape);
+int64_t NormGradCyclesPerTile(Dtype dtype, const NormGradTiling& tiling);
 
 // Tiles [tile_begin, tile_end): dx = the input gradient (+ dh when dh is not
 // null), and the tiles' partials. mean may be null for RMS norm.

@@ -6,18 +6,19 @@
 // fused_kernels.cc: CPU kernels (norm_cpu.h over TensorFlow's intra-op pool)
 // into _tf_ops.so, GPU kernels (cu/norm/norm_gpu.h) into _tf_ops_gpu.so.
 
-#include <algorithm>
 #include <cstdint>
-#include <functional>
+#include <initializer_list>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/types.h"
-#include "tensorflow/core/platform/threadpool.h"
-#include "tf_ops/cc/activation/elementwise_kernel.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/norm/norm_cpu.h"
 #include "tf_ops/cc/norm/norm_op_layout.h"
 
@@ -72,28 +73,21 @@ struct NormExecutor<GpuDevice> {
   static absl::Status Forward(OpKernelContext* ctx, const std::string& op,
                               Dtype dtype, const NormShape& shape,
                               double epsilon, const ForwardArgs& a) {
-    return Check(op, LaunchNormForward(dtype, shape, epsilon, a.x, a.residual,
-                                       a.gamma, a.beta, a.h, a.y, a.mean,
-                                       a.rstd, GpuStream(ctx)));
+    return LaunchStatus(op, LaunchNormForward(dtype, shape, epsilon, a.x,
+                                              a.residual, a.gamma, a.beta, a.h,
+                                              a.y, a.mean, a.rstd,
+                                              GpuStream(ctx)));
   }
   static absl::Status Grad(OpKernelContext* ctx, const std::string& op,
                            Dtype dtype, const NormShape& shape,
                            const GradArgs& a) {
-    Tensor scratch;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(
-        tensorflow::DT_INT8, TensorShape({NormGradGpuScratchBytes(shape)}),
-        &scratch));
-    return Check(op, LaunchNormGrad(dtype, shape, a.dy, a.x, a.gamma, a.mean,
-                                    a.rstd, a.dh, a.dx, a.dgamma, a.dbeta,
-                                    scratch.flat<int8_t>().data(),
-                                    GpuStream(ctx)));
-  }
-
- private:
-  static absl::Status Check(const std::string& op, const char* cuda_error) {
-    if (cuda_error == nullptr) return absl::OkStatus();
-    return absl::InternalError(
-        absl::StrCat(op, ": CUDA kernel launch failed: ", cuda_error));
+    Tensor holder;
+    absl::StatusOr<void*> scratch =
+        AllocateScratch(ctx, NormGradGpuScratchBytes(shape), &holder);
+    TF_RETURN_IF_ERROR(scratch.status());
+    return LaunchStatus(op, LaunchNormGrad(dtype, shape, a.dy, a.x, a.gamma,
+                                           a.mean, a.rstd, a.dh, a.dx, a.dgamma,
+                                           a.dbeta, *scratch, GpuStream(ctx)));
   }
 };
 #else
@@ -102,12 +96,12 @@ struct NormExecutor<CpuDevice> {
   static absl::Status Forward(OpKernelContext* ctx, const std::string&,
                               Dtype dtype, const NormShape& shape,
                               double epsilon, const ForwardArgs& a) {
-    ParallelFor(ctx, shape.rows, 8 * shape.cols + 20,
-                [&](int64_t begin, int64_t end) {
-                  CpuNormForward(dtype, shape, epsilon, a.x, a.residual,
-                                 a.gamma, a.beta, a.h, a.y, a.mean, a.rstd,
-                                 begin, end);
-                });
+    CpuParallelFor(ctx, shape.rows, NormForwardCyclesPerRow(dtype, shape),
+                   [&](int64_t begin, int64_t end) {
+                     CpuNormForward(dtype, shape, epsilon, a.x, a.residual,
+                                    a.gamma, a.beta, a.h, a.y, a.mean, a.rstd,
+                                    begin, end);
+                   });
     return absl::OkStatus();
   }
 
@@ -115,36 +109,35 @@ struct NormExecutor<CpuDevice> {
                            Dtype dtype, const NormShape& shape,
                            const GradArgs& a) {
     const NormGradTiling tiling = MakeNormGradTiling(shape);
-    // Partial sums in float or double (norm_cpu.h): double-sized slots.
-    Tensor partials;
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(
-        tensorflow::DT_DOUBLE, TensorShape({tiling.partials()}), &partials));
-    void* pp = partials.flat<double>().data();
-    ParallelFor(ctx, tiling.tiles(), tiling.row_block * shape.cols * 12,
-                [&](int64_t begin, int64_t end) {
-                  CpuNormGradTiles(dtype, tiling, a.dy, a.x, a.gamma, a.mean,
-                                   a.rstd, a.dh, a.dx, pp, begin, end);
-                });
-    ParallelFor(ctx, shape.cols, 2 * tiling.row_tiles + 4,
-                [&](int64_t begin, int64_t end) {
-                  CpuNormGradReduce(dtype, tiling, pp, a.dgamma, a.dbeta,
-                                    begin, end);
-                });
+    Tensor holder;
+    absl::StatusOr<void*> partials =
+        AllocateScratch(ctx, tiling.partials() * 8, &holder);
+    TF_RETURN_IF_ERROR(partials.status());
+    void* pp = *partials;
+    CpuParallelFor(ctx, tiling.tiles(), NormGradCyclesPerTile(dtype, tiling),
+                   [&](int64_t begin, int64_t end) {
+                     CpuNormGradTiles(dtype, tiling, a.dy, a.x, a.gamma,
+                                      a.mean, a.rstd, a.dh, a.dx, pp, begin,
+                                      end);
+                   });
+    CpuParallelFor(ctx, shape.cols, 2 * tiling.row_tiles + 4,
+                   [&](int64_t begin, int64_t end) {
+                     CpuNormGradReduce(dtype, tiling, pp, a.dgamma, a.dbeta,
+                                       begin, end);
+                   });
     return absl::OkStatus();
-  }
-
- private:
-  static void ParallelFor(OpKernelContext* ctx, int64_t total,
-                          int64_t cost_per_unit,
-                          const std::function<void(int64_t, int64_t)>& fn) {
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        total,
-        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
-            cost_per_unit),
-        fn);
   }
 };
 #endif  // TF_OPS_WITH_CUDA
+
+// The inputs an output may take the buffer of (norm_cpu.h: the CPU engine
+// writes each element after its last read of them); none on the GPU, whose
+// backward reads dy and x after writing dx (norm_gpu.h).
+template <typename Device>
+std::vector<int> Reusable(std::initializer_list<int> inputs) {
+  if constexpr (std::is_same_v<Device, CpuDevice>) return inputs;
+  return {};
+}
 
 // Statistics of another dtype than Stat<T> cannot reach a kernel (the shape
 // function checks U), except from a hand-built NodeDef: checked again.
@@ -178,7 +171,8 @@ class NormOp : public OpKernel {
     ForwardArgs a;
     if (kResidual) {
       const Tensor& r = ctx->input(kind_.residual_input());
-      OP_REQUIRES_OK(ctx, CheckSame(op, "x", x.shape(), "residual", r.shape()));
+      OP_REQUIRES_OK(ctx, RequireSameShape(op, "x", x.shape(), "residual",
+                                           r.shape()));
       a.residual = r.flat<T>().data();
     }
     const Tensor& gamma = ctx->input(kind_.gamma());
@@ -192,12 +186,20 @@ class NormOp : public OpKernel {
     }
     TensorShape rows = x.shape();
     rows.RemoveLastDims(1);
+    // h and y may take over x's and the residual's buffers (x's alone for y
+    // without a residual): TensorFlow forwards an input only when nothing
+    // else holds it, and a grad op that needs x holds it.
+    const std::vector<int> inputs =
+        kResidual ? Reusable<Device>({kind_.x(), kind_.residual_input()})
+                  : Reusable<Device>({kind_.x()});
     Tensor* out = nullptr;
     if (kResidual) {
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(kind_.h_out(), x.shape(), &out));
+      OP_REQUIRES_OK(ctx, ReuseOrAllocateOutput<Device>(
+                              ctx, inputs, kind_.h_out(), x.shape(), &out));
       a.h = out->flat<T>().data();
     }
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(kind_.y_out(), x.shape(), &out));
+    OP_REQUIRES_OK(ctx, ReuseOrAllocateOutput<Device>(
+                            ctx, inputs, kind_.y_out(), x.shape(), &out));
     a.y = out->flat<T>().data();
     if (kCentered) {
       OP_REQUIRES_OK(ctx, ctx->allocate_output(kind_.mean_out(), rows, &out));
@@ -233,11 +235,13 @@ class NormGradOp : public OpKernel {
     shape.centered = kCentered;
     OP_REQUIRES_OK(ctx, CheckRows(op, x.shape(), &shape.rows, &shape.cols));
     const Tensor& dy = ctx->input(kind_.g_dy());
-    OP_REQUIRES_OK(ctx, CheckSame(op, x_name, x.shape(), "dy", dy.shape()));
+    OP_REQUIRES_OK(ctx,
+                   RequireSameShape(op, x_name, x.shape(), "dy", dy.shape()));
     GradArgs a;
     if (kResidual) {
       const Tensor& dh = ctx->input(kind_.g_dh());
-      OP_REQUIRES_OK(ctx, CheckSame(op, x_name, x.shape(), "dh", dh.shape()));
+      OP_REQUIRES_OK(ctx,
+                     RequireSameShape(op, x_name, x.shape(), "dh", dh.shape()));
       a.dh = dh.flat<T>().data();
     }
     const Tensor& gamma = ctx->input(kind_.g_gamma());
@@ -254,7 +258,11 @@ class NormGradOp : public OpKernel {
     a.x = x.flat<T>().data();
     a.gamma = gamma.flat<Stat<T>>().data();
     Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
+    const std::vector<int> inputs =
+        kResidual ? Reusable<Device>({kind_.g_dy(), kind_.g_dh(), kind_.g_x()})
+                  : Reusable<Device>({kind_.g_dy(), kind_.g_x()});
+    OP_REQUIRES_OK(
+        ctx, ReuseOrAllocateOutput<Device>(ctx, inputs, 0, x.shape(), &out));
     a.dx = out->flat<T>().data();
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, gamma.shape(), &out));
     a.dgamma = out->flat<Stat<T>>().data();

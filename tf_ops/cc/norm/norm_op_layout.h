@@ -14,11 +14,13 @@
 //   TfOps>AddRmsNormGrad   dy, dh, h, gamma, rstd    -> dx, dgamma
 //
 // over the last axis of x (rank >= 1); gamma and beta are 1-D with one
-// element per element of that axis; residual, dy and dh have x's shape;
-// mean and rstd have x's shape without its last axis. gamma, beta, mean,
-// rstd, dgamma and dbeta have dtype U: float, or double for T = double (so
-// mixed precision feeds Keras's float32 gamma with half x, no cast). The Add ops' h = x + residual; their grad's dx is
-// also the residual's gradient (dh added). Attribute epsilon: finite, >= 0.
+// element per element of that axis; residual, dy and dh have x's shape
+// (RequireSameShape, core/kernel_helpers.h); mean and rstd have x's shape
+// without its last axis. gamma, beta, mean, rstd, dgamma and dbeta have
+// dtype U: float, or double for T = double (so mixed precision feeds Keras's
+// float32 gamma with half x, no cast). The Add ops' h = x + residual; their
+// grad's dx is also the residual's gradient (dh added). Attribute epsilon:
+// finite, >= 0.
 
 #ifndef TF_OPS_CC_NORM_NORM_OP_LAYOUT_H_
 #define TF_OPS_CC_NORM_NORM_OP_LAYOUT_H_
@@ -97,17 +99,6 @@ inline absl::Status CheckParam(const std::string& op, const char* name,
       op, ": ", name, " must be 1-D with one element per element of x's last "
       "axis (", cols, "), got x ", ShapeString(x), " and ", name, " ",
       ShapeString(p)));
-}
-
-inline absl::Status CheckSame(const std::string& op, const char* name,
-                              const tensorflow::TensorShape& x,
-                              const char* other,
-                              const tensorflow::TensorShape& o) {
-  if (x == o) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": ", other, " must have the shape of ", name, ", got ",
-                   name, " ", ShapeString(x), " and ", other, " ",
-                   ShapeString(o)));
 }
 
 // A statistic (mean, rstd) has x's shape without its last axis.

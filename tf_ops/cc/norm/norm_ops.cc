@@ -52,9 +52,10 @@ absl::Status SameAs(InferenceContext* c, const std::string& op,
                     int index) {
   ShapeHandle merged;
   if (!c->Merge(*x, c->input(index), &merged).ok()) {
+    // As RequireSameShape's (core/kernel_helpers.h) at run time.
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": ", other, " must have the shape of ", name, ", got ", name, " ",
-        c->DebugString(*x), " and ", other, " ",
+        op, ": ", name, " and ", other, " must have the same shape, got ", name,
+        " ", c->DebugString(*x), " and ", other, " ",
         c->DebugString(c->input(index))));
   }
   *x = merged;

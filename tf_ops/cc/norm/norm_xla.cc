@@ -18,6 +18,7 @@
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/core/xla_compute_type.h"
 #include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_value.h"
@@ -105,7 +106,7 @@ class NormXlaOp : public tensorflow::XlaOpKernel {
       absl::StatusOr<TensorShape> r =
           XlaInputShape(ctx, kind_.residual_input());
       OP_REQUIRES_OK(ctx, r.status());
-      OP_REQUIRES_OK(ctx, CheckSame(op, "x", *x_shape, "residual", *r));
+      OP_REQUIRES_OK(ctx, RequireSameShape(op, "x", *x_shape, "residual", *r));
     }
     absl::StatusOr<TensorShape> g_shape = XlaInputShape(ctx, kind_.gamma());
     OP_REQUIRES_OK(ctx, g_shape.status());
@@ -172,12 +173,12 @@ class NormGradXlaOp : public tensorflow::XlaOpKernel {
     {
       absl::StatusOr<TensorShape> s = XlaInputShape(ctx, kind_.g_dy());
       OP_REQUIRES_OK(ctx, s.status());
-      OP_REQUIRES_OK(ctx, CheckSame(op, x_name, *x_shape, "dy", *s));
+      OP_REQUIRES_OK(ctx, RequireSameShape(op, x_name, *x_shape, "dy", *s));
     }
     if (kResidual) {
       absl::StatusOr<TensorShape> s = XlaInputShape(ctx, kind_.g_dh());
       OP_REQUIRES_OK(ctx, s.status());
-      OP_REQUIRES_OK(ctx, CheckSame(op, x_name, *x_shape, "dh", *s));
+      OP_REQUIRES_OK(ctx, RequireSameShape(op, x_name, *x_shape, "dh", *s));
     }
     absl::StatusOr<TensorShape> g_shape = XlaInputShape(ctx, kind_.g_gamma());
     OP_REQUIRES_OK(ctx, g_shape.status());

@@ -175,8 +175,9 @@ def _param(p, name: str, x: tf.Tensor, axes: list[int], dtype: tf.DType, default
 
 
 def _check_residual(x: tf.Tensor, r: tf.Tensor) -> None:
+    """The kernels' and shape functions' check, before any op is built."""
     if not x.shape.is_compatible_with(r.shape):
-        raise ValueError(f"residual must have the shape of x, got x {x.shape} and "
+        raise ValueError(f"x and residual must have the same shape, got x {x.shape} and "
                          f"residual {r.shape}")
 
 

@@ -1,0 +1,149 @@
+// What the families' OpKernels share between checking their inputs and
+// calling their engines: the device tags and dtype names, the CPU pool's
+// schedule, the CUDA stream, and the few steps every kernel repeats (an
+// input-shape check, an output that may take over an input's buffer, scratch
+// memory for partial sums, a launcher's error as a status). TF-dependent;
+// the engines never include it.
+
+#ifndef TF_OPS_CC_CORE_KERNEL_HELPERS_H_
+#define TF_OPS_CC_CORE_KERNEL_HELPERS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/platform/threadpool.h"
+#include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/core/huge_pages.h"
+
+#if TF_OPS_WITH_CUDA
+#include "tensorflow/core/framework/device_base.h"
+#include "xla/stream_executor/stream.h"
+#endif
+
+namespace tf_ops {
+
+// Device tags for the kernel templates.
+struct CpuDevice {};
+struct GpuDevice {};
+
+// The engines' name for each TensorFlow dtype (same bit layouts).
+template <typename T>
+constexpr Dtype DtypeOf();
+template <>
+constexpr Dtype DtypeOf<Eigen::half>() { return Dtype::kHalf; }
+template <>
+constexpr Dtype DtypeOf<Eigen::bfloat16>() { return Dtype::kBFloat16; }
+template <>
+constexpr Dtype DtypeOf<float>() { return Dtype::kFloat; }
+template <>
+constexpr Dtype DtypeOf<double>() { return Dtype::kDouble; }
+
+// TensorFlow 2.20 added SchedulingParams::Adaptive and deprecated the
+// constructor that 2.19 only has. Detected rather than version-tested: the
+// 2.20+ headers define no TF_MINOR_VERSION (the build system must).
+template <typename Params, typename = void>
+struct HasAdaptiveSchedule : std::false_type {};
+template <typename Params>
+struct HasAdaptiveSchedule<
+    Params, std::void_t<decltype(Params::Adaptive(int64_t{1}))>>
+    : std::true_type {};
+
+template <typename Params>
+Params AdaptiveSchedule(int64_t cost_per_unit) {
+  if constexpr (HasAdaptiveSchedule<Params>::value) {
+    return Params::Adaptive(cost_per_unit);
+  } else {
+    return Params(tsl::thread::ThreadPool::SchedulingStrategy::kAdaptive,
+                  cost_per_unit, std::nullopt);
+  }
+}
+
+// fn(begin, end) over [0, total) on TensorFlow's intra-op pool, in shards
+// sized by `cost_per_unit` (rough cycles per unit): small totals stay on the
+// calling thread.
+inline void CpuParallelFor(tensorflow::OpKernelContext* ctx, int64_t total,
+                           int64_t cost_per_unit,
+                           const std::function<void(int64_t, int64_t)>& fn) {
+  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+      total,
+      AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
+          cost_per_unit),
+      fn);
+}
+
+#if TF_OPS_WITH_CUDA
+// The raw cudaStream_t behind the op's stream executor stream.
+inline void* GpuStream(tensorflow::OpKernelContext* ctx) {
+  return ctx->op_device_context()->stream()->platform_specific_handle().stream;
+}
+#endif  // TF_OPS_WITH_CUDA
+
+// A CUDA launcher's answer (null: launched) as the op's status.
+inline absl::Status LaunchStatus(const std::string& op,
+                                 const char* cuda_error) {
+  if (cuda_error == nullptr) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(op, ": CUDA kernel launch failed: ", cuda_error));
+}
+
+// Two inputs that must have one shape (a gradient and what it is the
+// gradient of, a residual and x); the message names both and their shapes.
+// The shape functions say the same at graph build where shapes are known.
+inline absl::Status RequireSameShape(const std::string& op, const char* a_name,
+                                     const tensorflow::TensorShape& a,
+                                     const char* b_name,
+                                     const tensorflow::TensorShape& b) {
+  if (a == b) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": ", a_name, " and ", b_name, " must have the same shape, got ",
+      a_name, " ", a.DebugString(), " and ", b_name, " ", b.DebugString()));
+}
+
+// Output `index` of `shape`, in the buffer of one of `inputs` where
+// TensorFlow allows it (the input has that shape and dtype and nothing else
+// holds it), else a fresh buffer, which on the CPU is hinted to huge pages
+// when large (huge_pages.h: a fresh 32 MiB output otherwise faults in 8192
+// times). The engine must then write each element only after its last read
+// of the inputs it may share.
+template <typename Device>
+absl::Status ReuseOrAllocateOutput(tensorflow::OpKernelContext* ctx,
+                                   absl::Span<const int> inputs, int index,
+                                   const tensorflow::TensorShape& shape,
+                                   tensorflow::Tensor** out) {
+  TF_RETURN_IF_ERROR(
+      ctx->forward_input_or_allocate_output(inputs, index, shape, out));
+  if constexpr (std::is_same_v<Device, CpuDevice>) {
+    const void* data = (*out)->tensor_data().data();
+    for (int i : inputs) {
+      if (ctx->input(i).tensor_data().data() == data) return absl::OkStatus();
+    }
+    AdviseHugePages(const_cast<void*>(data), (*out)->TotalBytes());
+  }
+  return absl::OkStatus();
+}
+
+// Scratch memory of at least `bytes`, 8-byte aligned, for an engine's
+// partial sums; `holder` keeps it alive (on a GPU, TensorFlow's allocator
+// orders its release after the op's stream has used it).
+inline absl::StatusOr<void*> AllocateScratch(tensorflow::OpKernelContext* ctx,
+                                             int64_t bytes,
+                                             tensorflow::Tensor* holder) {
+  TF_RETURN_IF_ERROR(ctx->allocate_temp(
+      tensorflow::DT_DOUBLE,
+      tensorflow::TensorShape({(bytes + 7) / 8}), holder));
+  return const_cast<char*>(holder->tensor_data().data());
+}
+
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_KERNEL_HELPERS_H_
