@@ -13,14 +13,15 @@ the rows that are not ignored, or their sum).
 Memory: what lives at once is the kernel's float32 gradient, dhidden, one chunk of
 logits and one vocabulary block of the kernel's gradient. The chunk's part of dkernel
 is not materialised whole: it is computed one vocabulary block at a time (a slice of
-the dlogits' columns times the chunk's hidden rows, TensorFlow's matmul again) and added
-in place into that block of the float32 accumulator (``InplaceAdd`` on a view of it
-as ``[blocks, ...]``; a scatter-add under XLA), the blocks in a fixed order: deterministic. The first
+the dlogits' columns times the chunk's hidden rows, TensorFlow's matmul again; blocks
+of about 1M gradients, still in cache when added) and added in place into that block of
+the float32 accumulator (``InplaceAdd`` on the rows of a view of it that are the
+block: ``[V, H]`` as ``[blocks, Vb * H]``, ``[H, V]`` as ``[H * blocks, Vb]``; a
+scatter-add under XLA), the blocks in a fixed order: deterministic. The first
 chunk's dkernel is the accumulator's first value, so no zeros are allocated (a
 ``tf.zeros`` of the kernel's shape would become a constant of that size in the graph).
 Rows per chunk default to about a fifth of the hidden size (the chunk's logits then take
-about a fifth of the kernel gradient's memory), and at least enough for 1M logits;
-vocabulary blocks to a sixteenth of the vocabulary.
+about a fifth of the kernel gradient's memory), and at least enough for 1M logits.
 """
 
 from __future__ import annotations
@@ -36,10 +37,13 @@ TensorLike = tf.types.experimental.TensorLike
 # Logits per chunk at least (4 MiB of float32): fewer, larger chunks for small hidden
 # sizes, whose per-chunk overhead would otherwise dominate.
 _MIN_CHUNK_ELEMENTS = 1 << 20
-# A chunk's kernel gradient is computed and added in this many blocks of the kernel's
-# rows, unless it has fewer than _MIN_BLOCKED_ROWS of them (then whole).
+# A chunk's kernel gradient is computed and added in blocks of the vocabulary: at least
+# _BLOCKS of them, each at most about _BLOCK_ELEMENTS gradients (4 MiB of float32: the
+# piece is still in cache when it is added), unless the vocabulary is shorter than
+# _MIN_BLOCKED_VOCAB (then whole).
 _BLOCKS = 16
-_MIN_BLOCKED_ROWS = 64
+_BLOCK_ELEMENTS = 1 << 20
+_MIN_BLOCKED_VOCAB = 64
 
 
 def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
@@ -53,18 +57,22 @@ def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
     return int(min(size, rows)) if rows > 0 else int(size)
 
 
-def _row_blocks(rows: Optional[int]) -> list[tuple[int, int]]:
-    """[r0, r1) blocks of the kernel's first axis (H for [H, V], V for [V, H]) that a
-    chunk's kernel gradient is computed and added in, in order: as near _BLOCKS blocks as
-    a divisor of `rows` allows (equal blocks: the accumulator is viewed as [blocks, ...]),
-    one block when the axis is unknown, short or has no divisor near that."""
-    if rows is None or rows < _MIN_BLOCKED_ROWS:
-        return [(0, -1)]
-    for count in range(_BLOCKS, 2 * _BLOCKS + 1):
-        if rows % count == 0:
-            size = rows // count
-            return [(r0, r0 + size) for r0 in range(0, rows, size)]
-    return [(0, -1)]
+def vocab_blocks(vocab: Optional[int], hidden: Optional[int]) -> int:
+    """How many equal blocks of the vocabulary a chunk's kernel gradient is computed and
+    added in: the first divisor of `vocab` from max(16, vocab * hidden / 1M) up to twice
+    that; 1 (whole) when the vocabulary is unknown, short or has no such divisor.
+
+    Example:
+      >>> vocab_blocks(128000, 512)
+      64
+    """
+    if vocab is None or vocab < _MIN_BLOCKED_VOCAB:
+        return 1
+    target = max(_BLOCKS, -(-vocab * (hidden or 512) // _BLOCK_ELEMENTS))
+    for count in range(target, min(2 * target, vocab) + 1):
+        if vocab % count == 0:
+            return count
+    return 1
 
 
 def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorLike,
@@ -145,11 +153,11 @@ def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorL
             raise ValueError(f"linear_cross_entropy: chunk_size must be >= 1, got {chunk_size}")
         inputs = [h2, k] + ([b] if b is not None else [])
         return _chunked(inputs, t1, w1, transpose_kernel, attrs, reduction, chunk_size,
-                        _row_blocks(k.shape[0]))
+                        vocab_blocks(vocab, features))
 
 
-def _add_rows(view: tf.Tensor, p: int, piece: tf.Tensor, in_xla: bool) -> tf.Tensor:
-    """view[p] += piece[0], in view's own buffer.
+def _add_rows(view: tf.Tensor, rows, piece: tf.Tensor, in_xla: bool) -> tf.Tensor:
+    """view[rows] += piece, in view's own buffer.
 
     Outside XLA this is ``InplaceAdd``, which adds into its input's buffer whoever else
     holds it; here that buffer is the accumulator, made by the first chunk's matmul and
@@ -157,11 +165,12 @@ def _add_rows(view: tf.Tensor, p: int, piece: tf.Tensor, in_xla: bool) -> tf.Ten
     need a second accumulator-sized buffer, and ``TensorStridedSliceUpdate`` was 5x
     slower). XLA updates the loop's buffer in place by itself: a scatter-add there."""
     if in_xla:
-        return tf.tensor_scatter_nd_add(view, [[p]], piece)
-    return tf.raw_ops.InplaceAdd(x=view, i=[p], v=piece)
+        return tf.tensor_scatter_nd_add(view, tf.reshape(rows, [-1, 1]), piece)
+    return tf.raw_ops.InplaceAdd(x=view, i=rows, v=piece)
 
 
 def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_size, blocks):
+    """`blocks`: vocabulary blocks (`vocab_blocks`) the kernel's gradient is added in."""
     has_bias = len(inputs) == 3
     ignore = attrs["ignore_index"]
     # Under XLA every shape must be static: the rows are padded to whole chunks.
@@ -236,19 +245,26 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
             return tf.cast(g, tf.float32)
 
         def accumulate(acc, d, hc):
-            """acc + the chunk's dkernel, computed and added one block of the kernel's
-            rows at a time (its rows are contiguous: a view of acc as [blocks, ...])."""
-            if len(blocks) == 1:
+            """acc + the chunk's dkernel, computed and added one vocabulary block at a
+            time (a slice of d's columns: each block reads only its part of d). The
+            block is rows of a view of acc: [V, H] as [blocks, Vb * H] (row p); [H, V] as
+            [H * blocks, Vb] (rows p, p + blocks, ...: the block's column slice)."""
+            if blocks == 1:
                 return acc + kernel_grad(d, hc)
-            view = tf.reshape(acc, [len(blocks), -1])
-            for p, (r0, r1) in enumerate(blocks):
+            width = tf.shape(d)[1] // blocks
+            if transpose_kernel:
+                view = tf.reshape(acc, [blocks, -1])
+            else:
+                view = tf.reshape(acc, [-1, width])
+                strided = tf.range(tf.shape(acc)[0]) * blocks
+            for p in range(blocks):
                 # Each block after the previous one's add: one block alive at once.
                 with tf.control_dependencies([view]):
-                    if transpose_kernel:  # [V, H]: vocabulary rows, dlogits' columns
-                        piece = kernel_grad(d[:, r0:r1], hc)
-                    else:  # [H, V]: hidden rows, the chunk's hidden columns
-                        piece = kernel_grad(d, hc[:, r0:r1])
-                view = _add_rows(view, p, tf.reshape(piece, [1, -1]), in_xla)
+                    piece = kernel_grad(d[:, p * width:(p + 1) * width], hc)
+                if transpose_kernel:
+                    view = _add_rows(view, [p], tf.reshape(piece, [1, -1]), in_xla)
+                else:
+                    view = _add_rows(view, strided + p, piece, in_xla)
             return tf.reshape(view, tf.shape(acc))
 
         # The first chunk's dkernel starts the accumulator (no zeros of its size).
