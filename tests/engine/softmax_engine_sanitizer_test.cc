@@ -196,7 +196,8 @@ void TestMasked(Dtype d, int64_t B, int64_t H, int64_t Q, int64_t K,
   for (int64_t i = 0; i < mn; ++i) mask[i] = keep(*rng);
   for (int64_t j = 0; j < K; ++j) mask[j] = false;  // (b 0, q 0): fully masked
   const float scale = 0.37f;
-  for (bool causal : {false, true}) {
+  // The [B, 1, Q, K] mask broadcast over the heads.
+  auto layout = [&](bool causal) {
     MaskLayout m;
     m.mask = mask.get();
     m.rank = 3;
@@ -204,6 +205,10 @@ void TestMasked(Dtype d, int64_t B, int64_t H, int64_t Q, int64_t K,
     m.strides[0] = Q * K; m.strides[1] = 0; m.strides[2] = K;
     m.col_stride = 1;
     m.causal = causal;
+    return m;
+  };
+  for (bool causal : {false, true}) {
+    const MaskLayout m = layout(causal);
     InShards(rows, [&](int64_t b, int64_t e) {
       CpuMaskedSoftmax(d, x.data(), m, scale, y.data(), K, b, e);
     });
@@ -223,12 +228,7 @@ void TestMasked(Dtype d, int64_t B, int64_t H, int64_t Q, int64_t K,
   }
   // In place (y in x's buffer) gives the same bits.
   {
-    MaskLayout m;
-    m.mask = mask.get();
-    m.rank = 3;
-    m.dims[0] = B; m.dims[1] = H; m.dims[2] = Q;
-    m.strides[0] = Q * K; m.strides[1] = 0; m.strides[2] = K;
-    m.col_stride = 1;
+    const MaskLayout m = layout(false);
     CpuMaskedSoftmax(d, x.data(), m, scale, y.data(), K, 0, rows);
     Buf z(d, n);
     std::memcpy(z.data(), x.data(), n * x.Size());
