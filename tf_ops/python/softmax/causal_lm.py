@@ -34,6 +34,7 @@ def head_weights(head: keras.layers.Layer) -> tuple[tf.Variable, bool, Optional[
     takes them: ``[V, H]`` with ``transpose_kernel=True`` for a tied embedding.
 
     Example:
+      >>> import keras
       >>> emb = keras.layers.Embedding(100, 8); emb.build((None,))
       >>> head_weights(emb)[1]
       True
@@ -73,8 +74,11 @@ def head_cross_entropy(head: keras.layers.Layer, hidden: TensorLike, labels: Ten
       label_smoothing, z_loss, chunk_size: as `linear_cross_entropy`.
 
     Example:
+      >>> import keras, tensorflow as tf, tf_ops
       >>> emb = keras.layers.Embedding(50, 8); emb.build((None,))
-      >>> loss = head_cross_entropy(emb, tf.ones([2, 3, 8]), tf.zeros([2, 3], tf.int32))
+      >>> h = tf.zeros([2, 3, 8])  # zero logits: the loss is log(50)
+      >>> round(float(tf_ops.head_cross_entropy(emb, h, tf.zeros([2, 3], tf.int32))), 3)
+      3.912
     """
     kernel, transpose, bias = head_weights(head)
     h = tf.convert_to_tensor(hidden)
