@@ -174,3 +174,46 @@ def test_linear_cross_entropy_values_gradients_and_determinism():
     with tf_ops.portable():
         np.testing.assert_allclose(tf_ops.linear_cross_entropy(h, k, labels, b),
                                    _reference_head(h, k, labels, b), rtol=1e-6)
+
+
+def test_linear_cross_entropy_blocks_weights_xla_and_empty():
+    """The kernel gradient added one block at a time (kernel's first axis >= 64, both
+    layouts), per-row weights, XLA (rows padded to whole chunks), a last short chunk
+    and no rows at all, against the unfused head."""
+    n, hdim, v = 21, 64, 96
+    h = tf.constant(RNG.normal(0, 1, (n, hdim)), tf.float32)
+    k = tf.constant(RNG.normal(0, 0.2, (hdim, v)), tf.float32)
+    labels = tf.constant(np.where(RNG.random(n) < 0.2, 7, RNG.integers(0, v, n)))
+    w = tf.constant(RNG.random(n), tf.float32)
+    attrs = dict(ignore_index=7, label_smoothing=0.05)
+
+    def both(h, k, transpose, jit):
+        kk = tf.transpose(k) if transpose else k
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([h, kk])
+            ours = tf_ops.linear_cross_entropy(h, kk, labels, transpose_kernel=transpose,
+                                               sample_weight=w, chunk_size=8, **attrs)
+            logits = tf.matmul(h, kk, transpose_b=transpose)
+            losses = tf_ops.sparse_softmax_cross_entropy(logits, labels, **attrs)
+            keep = tf.cast(tf.not_equal(labels, 7), tf.float32)
+            theirs = tf.reduce_sum(losses * w) / tf.reduce_sum(keep)
+        return ours, theirs, tape.gradient(ours, [h, kk]), tape.gradient(theirs, [h, kk])
+
+    for transpose in (False, True):
+        for jit in (False, True):
+            ours, theirs, g_ours, g_theirs = tf.function(
+                lambda h, k: both(h, k, transpose, jit), jit_compile=jit)(h, k)
+            np.testing.assert_allclose(ours, theirs, rtol=1e-6, err_msg=f"{transpose} {jit}")
+            for a, e in zip(g_ours, g_theirs):
+                np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6,
+                                           err_msg=f"{transpose} {jit}")
+    # No rows: loss 0, zero gradients of the right shapes.
+    h0 = tf.zeros([0, hdim])
+    with tf.GradientTape() as tape:
+        tape.watch([h0, k])
+        loss = tf_ops.linear_cross_entropy(h0, k, tf.zeros([0], tf.int64))
+    gh, gk = tape.gradient(loss, [h0, k])
+    assert float(loss) == 0.0 and gh.shape == (0, hdim)
+    np.testing.assert_array_equal(gk, np.zeros((hdim, v), np.float32))
+    with pytest.raises(ValueError, match="kernel's H"):
+        tf_ops.linear_cross_entropy(h, tf.transpose(k), labels)

@@ -29,6 +29,7 @@ from tf_ops.python.softmax import gradients as _softmax_gradients  # noqa: F401 
 from tf_ops import losses  # Keras losses: SparseCategoricalCrossentropy
 from tf_ops.python.softmax.functions import FUNCTIONS as _SOFTMAX_FUNCTIONS
 from tf_ops.python.softmax.linear_cross_entropy import linear_cross_entropy
+from tf_ops.python.softmax.causal_lm import LinearCrossEntropyCausalLM, head_cross_entropy
 from tf_ops.python.activation.functions import FUNCTIONS as _FUNCTIONS
 from tf_ops.python.fused.functions import FUNCTIONS as _FUSED_FUNCTIONS
 from tf_ops.python.batch_norm import gradients as _batch_norm_gradients  # noqa: F401
@@ -54,6 +55,8 @@ __all__ = sorted(
         *_NORM_FUNCTIONS,
         *_SOFTMAX_FUNCTIONS,
         "linear_cross_entropy",
+        "head_cross_entropy",
+        "LinearCrossEntropyCausalLM",
         "losses",
         *_BATCH_NORM_FUNCTIONS,
         *_ROTARY_FUNCTIONS,

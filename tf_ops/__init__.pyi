@@ -15,6 +15,7 @@ TensorLike = tf.types.experimental.TensorLike
 from tf_ops.python.core.library import BuildInfo as BuildInfo
 from tf_ops.python.core.gpu import GpuFallbackWarning as GpuFallbackWarning
 from tf_ops.python.core.gpu import GpuStatus as GpuStatus
+from tf_ops.python.softmax.causal_lm import LinearCrossEntropyCausalLM as LinearCrossEntropyCausalLM
 from tf_ops.python.core.cpu_info import active_cpu_isa as active_cpu_isa
 from tf_ops.python.batch_norm.functions import batch_norm as batch_norm
 from tf_ops.python.batch_norm.functions import batch_norm_grad as batch_norm_grad
@@ -24,6 +25,7 @@ from tf_ops.python.batch_norm.functions import batch_norm_input_grad as batch_no
 from tf_ops.python.core.library import build_info as build_info
 from tf_ops.python.fused.functions import gated as gated
 from tf_ops.python.core.library import gpu_status as gpu_status
+from tf_ops.python.softmax.causal_lm import head_cross_entropy as head_cross_entropy
 from tf_ops.python.core.portable import is_portable as is_portable
 from tf_ops.python.norm.functions import layer_norm as layer_norm
 from tf_ops.python.norm.functions import layer_norm_grad as layer_norm_grad
@@ -47,6 +49,7 @@ __all__ = [
     'BuildInfo',
     'GpuFallbackWarning',
     'GpuStatus',
+    'LinearCrossEntropyCausalLM',
     'active_cpu_isa',
     'batch_norm',
     'batch_norm_grad',
@@ -94,6 +97,7 @@ __all__ = [
     'hard_swish',
     'hard_swish_grad',
     'hard_swish_grad_grad',
+    'head_cross_entropy',
     'is_portable',
     'layer_norm',
     'layer_norm_grad',

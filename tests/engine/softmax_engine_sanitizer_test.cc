@@ -22,6 +22,7 @@
 #include <random>
 #include <vector>
 
+#include "tf_ops/cc/core/cpu_isa.h"
 #include "tf_ops/cc/core/narrow_float.h"
 #include "tf_ops/cc/softmax/softmax_cpu.h"
 
@@ -169,12 +170,16 @@ void TestSoftmax(Dtype d, int64_t rows, int64_t cols, std::mt19937* rng,
         Check(ok, log ? "log_softmax_grad" : "softmax_grad", d, cols, r * cols + j, got, want);
       }
     }
-    // In place gives the same bits.
+    // In place gives the same bits, forward and grad (dx in g's buffer).
     Buf z(d, n);
     if (n) std::memcpy(z.data(), x.data(), n * x.Size());
     CpuSoftmax(d, z.data(), z.data(), cols, log, 0, rows);
     Check(n == 0 || std::memcmp(z.data(), y.data(), n * y.Size()) == 0, "in place",
           d, cols, 0, 0, 0);
+    if (n) std::memcpy(z.data(), g.data(), n * g.Size());
+    CpuSoftmaxGrad(d, z.data(), y.data(), z.data(), cols, log, 0.5f, 0, rows);
+    Check(n == 0 || std::memcmp(z.data(), dx.data(), n * dx.Size()) == 0,
+          "grad in place", d, cols, 0, 0, 0);
   }
 }
 
@@ -191,7 +196,8 @@ void TestMasked(Dtype d, int64_t B, int64_t H, int64_t Q, int64_t K,
   for (int64_t i = 0; i < mn; ++i) mask[i] = keep(*rng);
   for (int64_t j = 0; j < K; ++j) mask[j] = false;  // (b 0, q 0): fully masked
   const float scale = 0.37f;
-  for (bool causal : {false, true}) {
+  // The [B, 1, Q, K] mask broadcast over the heads.
+  auto layout = [&](bool causal) {
     MaskLayout m;
     m.mask = mask.get();
     m.rank = 3;
@@ -199,6 +205,10 @@ void TestMasked(Dtype d, int64_t B, int64_t H, int64_t Q, int64_t K,
     m.strides[0] = Q * K; m.strides[1] = 0; m.strides[2] = K;
     m.col_stride = 1;
     m.causal = causal;
+    return m;
+  };
+  for (bool causal : {false, true}) {
+    const MaskLayout m = layout(causal);
     InShards(rows, [&](int64_t b, int64_t e) {
       CpuMaskedSoftmax(d, x.data(), m, scale, y.data(), K, b, e);
     });
@@ -214,6 +224,63 @@ void TestMasked(Dtype d, int64_t B, int64_t H, int64_t Q, int64_t K,
         Check(Close(y.Get(r * K + j), want, d), causal ? "causal masked" : "masked", d, K,
               r * K + j, y.Get(r * K + j), want);
       }
+    }
+  }
+  // In place (y in x's buffer) gives the same bits.
+  {
+    const MaskLayout m = layout(false);
+    CpuMaskedSoftmax(d, x.data(), m, scale, y.data(), K, 0, rows);
+    Buf z(d, n);
+    std::memcpy(z.data(), x.data(), n * x.Size());
+    CpuMaskedSoftmax(d, z.data(), m, scale, z.data(), K, 0, rows);
+    Check(std::memcmp(z.data(), y.data(), n * y.Size()) == 0, "masked in place",
+          d, K, 0, 0, 0);
+  }
+  // A mask constant along the rows ([B, 1, Q, 1]: col_stride 0): rows whose
+  // bit is false are zeros, the others plain softmax.
+  {
+    MaskLayout m;
+    m.mask = mask.get();
+    m.rank = 3;
+    m.dims[0] = B; m.dims[1] = H; m.dims[2] = Q;
+    m.strides[0] = Q; m.strides[1] = 0; m.strides[2] = 1;
+    m.col_stride = 0;
+    CpuMaskedSoftmax(d, x.data(), m, 1.0f, y.data(), K, 0, rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool row_kept = mask[(r / (H * Q)) * Q + r % Q];
+      double mx = -INFINITY, s = 0;
+      for (int64_t j = 0; j < K; ++j) mx = std::fmax(mx, x.Get(r * K + j));
+      for (int64_t j = 0; j < K; ++j) s += std::exp(x.Get(r * K + j) - mx);
+      for (int64_t j = 0; j < K; ++j) {
+        const double want = row_kept ? std::exp(x.Get(r * K + j) - mx) / s : 0.0;
+        Check(Close(y.Get(r * K + j), want, d), "row mask", d, K, r * K + j,
+              y.Get(r * K + j), want);
+      }
+    }
+  }
+  // A kept NaN: the row's kept positions are NaN, its masked ones 0 (Keras's
+  // Softmax); a row whose every logit is -inf and none masked is NaN.
+  {
+    Buf xs(d, K), ys(d, K);
+    std::unique_ptr<bool[]> mk(new bool[K]);
+    for (int64_t j = 0; j < K; ++j) {
+      xs.Set(j, u(*rng));
+      mk[j] = j % 3 != 0;
+    }
+    xs.Set(1, NAN);
+    MaskLayout m;
+    m.mask = mk.get();
+    m.col_stride = 1;
+    CpuMaskedSoftmax(d, xs.data(), m, 1.0f, ys.data(), K, 0, 1);
+    for (int64_t j = 0; j < K; ++j) {
+      const bool ok = mk[j] ? std::isnan(ys.Get(j)) : ys.Get(j) == 0;
+      Check(ok, "masked NaN row", d, K, j, ys.Get(j), mk[j] ? NAN : 0.0);
+    }
+    for (int64_t j = 0; j < K; ++j) xs.Set(j, -INFINITY);
+    MaskLayout none;
+    CpuMaskedSoftmax(d, xs.data(), none, 1.0f, ys.data(), K, 0, 1);
+    for (int64_t j = 0; j < K; ++j) {
+      Check(std::isnan(ys.Get(j)), "all -inf row", d, K, j, ys.Get(j), NAN);
     }
   }
   // Causal alone, no mask tensor.
@@ -270,6 +337,16 @@ void TestCrossEntropy(Dtype d, int64_t rows, int64_t cols, bool labels64,
       Check(std::fabs(dx.Get(r * cols + j) - wj) <= Tol(d) * 2, "ce dx", d, cols, j, dx.Get(r * cols + j), wj);
     }
   }
+  // In place (dlogits in the logits' buffer) gives the same bits.
+  {
+    Buf z(d, n), zl(d, rows);
+    if (n) std::memcpy(z.data(), x.data(), n * x.Size());
+    CpuSparseCrossEntropy(d, z.data(), lp, labels64, zl.data(), z.data(), cols, p, 0, rows);
+    Check(n == 0 || std::memcmp(z.data(), dx.data(), n * dx.Size()) == 0,
+          "ce in place", d, cols, 0, 0, 0);
+    Check(rows == 0 || std::memcmp(zl.data(), loss.data(), rows * loss.Size()) == 0,
+          "ce loss in place", d, cols, 0, 0, 0);
+  }
   // A bad label: found, and the engine writes NaN without reading outside.
   if (rows > 2) {
     if (labels64) l64[2] = cols; else l32[2] = static_cast<int32_t>(cols);
@@ -285,15 +362,22 @@ void TestCrossEntropy(Dtype d, int64_t rows, int64_t cols, bool labels64,
 int main() {
   using tf_ops::Dtype;
   std::mt19937 rng(7);
-  for (Dtype d : {Dtype::kFloat, Dtype::kDouble, Dtype::kHalf, Dtype::kBFloat16}) {
-    for (int64_t cols : {1, 2, 3, 15, 16, 17, 31, 33, 100, 257, 1030}) {
-      tf_ops::TestSoftmax(d, 5, cols, &rng, false);
-      tf_ops::TestSoftmax(d, 3, cols, &rng, true);
-      tf_ops::TestCrossEntropy(d, 6, cols, cols % 2 == 0, &rng);
+  // Every instruction-set variant of the loops this CPU can run.
+  for (tf_ops::CpuIsa isa : {tf_ops::CpuIsa::kBaseline, tf_ops::CpuIsa::kAvx2,
+                             tf_ops::CpuIsa::kAvx512}) {
+    if (tf_ops::SetCpuIsa(isa) != isa) continue;
+    for (Dtype d : {Dtype::kFloat, Dtype::kDouble, Dtype::kHalf, Dtype::kBFloat16}) {
+      for (int64_t cols : {1, 2, 3, 15, 16, 17, 31, 33, 100, 257, 1030}) {
+        tf_ops::TestSoftmax(d, 5, cols, &rng, false);
+        tf_ops::TestSoftmax(d, 3, cols, &rng, true);
+        tf_ops::TestCrossEntropy(d, 6, cols, cols % 2 == 0, &rng);
+      }
+      tf_ops::TestSoftmax(d, 0, 7, &rng, false);
+      tf_ops::TestMasked(d, 2, 3, 5, 7, &rng);
+      tf_ops::TestMasked(d, 1, 2, 17, 33, &rng);
     }
-    tf_ops::TestSoftmax(d, 0, 7, &rng, false);
-    tf_ops::TestMasked(d, 2, 3, 5, 7, &rng);
-    tf_ops::TestMasked(d, 1, 2, 17, 33, &rng);
+    std::printf("%s done: %d checks so far\n", tf_ops::CpuIsaName(isa),
+                tf_ops::checks);
   }
   std::printf("SUMMARY checks family=softmax passed=%d failed=%d\n",
               tf_ops::checks - tf_ops::failures, tf_ops::failures);

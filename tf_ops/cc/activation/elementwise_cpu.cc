@@ -25,13 +25,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
 #include "tf_ops/cc/core/cpu_storage.h"
+#include "tf_ops/cc/core/float_blocks.h"
 #include "tf_ops/cc/core/narrow_float.h"
 
 namespace tf_ops {
@@ -89,48 +86,10 @@ void GradGradLoop(Op op, const void* u_raw, const void* g_raw,
   }
 }
 
-// Block conversions between a 16-bit storage type and float: ToFloat and
-// FromFloat over n values (in and out never overlap).
-template <typename S>  // cpu_storage::Half: narrow_float.h's bits
-struct BitBlocks {
-  static void ToFloat(const uint16_t* __restrict in, float* __restrict out,
-                      int64_t n) {
-    for (int64_t i = 0; i < n; ++i) out[i] = S::Load(in[i]);
-  }
-  static void FromFloat(const float* __restrict in, uint16_t* __restrict out,
-                        int64_t n) {
-    for (int64_t i = 0; i < n; ++i) out[i] = S::Store(in[i]);
-  }
-};
-
-#if defined(__x86_64__)
-// Half with the F16C instructions, 8 at a time (every AVX2 CPU has them):
-// narrow_float.h's bit arithmetic vectorises too but costs ~20 instructions
-// per element, which made half slower than float for cheap ops. Same rounding
-// (nearest even), NaN, infinities and subnormals.
-struct HalfF16cBlocks {
-  __attribute__((target("avx2,f16c"))) static void ToFloat(
-      const uint16_t* in, float* out, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(
-                                    reinterpret_cast<const __m128i*>(in + i))));
-    }
-    for (; i < n; ++i) out[i] = narrow_float::HalfToFloat(in[i]);
-  }
-  __attribute__((target("avx2,f16c"))) static void FromFloat(
-      const float* in, uint16_t* out, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      _mm_storeu_si128(
-          reinterpret_cast<__m128i*>(out + i),
-          _mm256_cvtps_ph(_mm256_loadu_ps(in + i),
-                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-    for (; i < n; ++i) out[i] = narrow_float::FloatToHalf(in[i]);
-  }
-};
-#endif  // __x86_64__
+// Block conversions between a 16-bit storage type and float (BitBlocks,
+// HalfF16cBlocks): core/float_blocks.h. The bit arithmetic vectorises too
+// but costs ~20 instructions per half element, which made half slower than
+// float for cheap ops; hence F16C where the variant has it.
 
 // 16-bit values through float blocks of this many elements (2 KiB each: up
 // to three of them stay in L1).

@@ -19,6 +19,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tf_ops/cc/activation/elementwise_kernel.h"
+#include "tf_ops/cc/core/huge_pages.h"
 #include "tf_ops/cc/softmax/softmax_cpu.h"
 #include "tf_ops/cc/softmax/softmax_math.h"
 #include "tf_ops/cc/softmax/softmax_shapes.h"
@@ -99,6 +100,17 @@ struct SoftmaxExecutor<GpuDevice> {
 #else
 template <>
 struct SoftmaxExecutor<CpuDevice> {
+  // A fresh output (not an input's buffer forwarded) gets huge pages before
+  // it is first written (core/huge_pages.h): a 128 MiB output faults in 2 MiB
+  // at a time instead of 4 KiB.
+  static void Advise(Dtype dtype, void* out, Rows r, const void* in0,
+                     const void* in1 = nullptr) {
+    if (out == in0 || out == in1) return;
+    const int64_t bytes = dtype == Dtype::kDouble  ? 8
+                          : dtype == Dtype::kFloat ? 4
+                                                   : 2;
+    AdviseHugePages(out, static_cast<size_t>(r.rows * r.cols * bytes));
+  }
   template <typename Fn>
   static void ForRows(OpKernelContext* ctx, Rows r, int64_t cycles,
                       const Fn& fn) {
@@ -111,6 +123,7 @@ struct SoftmaxExecutor<CpuDevice> {
   static absl::Status Softmax(OpKernelContext* ctx, const std::string&,
                               Dtype dtype, const void* x, void* y, Rows r,
                               bool log) {
+    Advise(dtype, y, r, x);
     ForRows(ctx, r, 12, [&](int64_t b, int64_t e) {
       CpuSoftmax(dtype, x, y, r.cols, log, b, e);
     });
@@ -119,6 +132,7 @@ struct SoftmaxExecutor<CpuDevice> {
   static absl::Status Grad(OpKernelContext* ctx, const std::string&,
                            Dtype dtype, const void* g, const void* y, void* dx,
                            Rows r, bool log, float scale) {
+    Advise(dtype, dx, r, g, y);
     ForRows(ctx, r, 6, [&](int64_t b, int64_t e) {
       CpuSoftmaxGrad(dtype, g, y, dx, r.cols, log, scale, b, e);
     });
@@ -127,6 +141,7 @@ struct SoftmaxExecutor<CpuDevice> {
   static absl::Status Masked(OpKernelContext* ctx, const std::string&,
                              Dtype dtype, const void* x, const MaskLayout& m,
                              float scale, void* y, Rows r) {
+    Advise(dtype, y, r, x);
     ForRows(ctx, r, 14, [&](int64_t b, int64_t e) {
       CpuMaskedSoftmax(dtype, x, m, scale, y, r.cols, b, e);
     });
@@ -138,6 +153,7 @@ struct SoftmaxExecutor<CpuDevice> {
                                    void* loss, void* dx, Rows r,
                                    const softmax::CrossEntropyParams& p) {
     const void* l = labels.tensor_data().data();
+    Advise(dtype, dx, r, x);
     ForRows(ctx, r, 14, [&](int64_t b, int64_t e) {
       CpuSparseCrossEntropy(dtype, x, l, labels64, loss, dx, r.cols, p, b, e);
     });

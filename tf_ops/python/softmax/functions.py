@@ -258,6 +258,13 @@ def log_softmax_grad(gradients: TensorLike, logsoftmax: TensorLike) -> tf.Tensor
     return _ops.tf_ops_log_softmax_grad(g, y)
 
 
+def cross_entropy_attrs(label_smoothing: float, ignore_index: int, z_loss: float) -> dict:
+    """The cross-entropy op's attributes, float32 values as the op stores them (the
+    composite and `linear_cross_entropy` use the same)."""
+    return kernel_attrs({"label_smoothing": float(label_smoothing),
+                         "ignore_index": int(ignore_index), "z_loss": float(z_loss)})
+
+
 def sparse_softmax_cross_entropy(logits: TensorLike, labels: TensorLike,
                                  label_smoothing: float = 0.0, ignore_index: int = -100,
                                  z_loss: float = 0.0, name: Optional[str] = None) -> tf.Tensor:
@@ -281,9 +288,7 @@ def sparse_softmax_cross_entropy(logits: TensorLike, labels: TensorLike,
         t = tf.convert_to_tensor(labels)
         if t.dtype not in (tf.int32, tf.int64):
             t = tf.cast(t, tf.int64)
-        # float32 values, as the op stores them (the composite uses the same).
-        attrs = kernel_attrs({"label_smoothing": float(label_smoothing),
-                              "ignore_index": int(ignore_index), "z_loss": float(z_loss)})
+        attrs = cross_entropy_attrs(label_smoothing, ignore_index, z_loss)
         if _composite("SparseSoftmaxCrossEntropy"):
             check("SparseSoftmaxCrossEntropy", (x, t), attrs)
             return composite_cross_entropy(x, t, attrs["label_smoothing"], attrs["ignore_index"],

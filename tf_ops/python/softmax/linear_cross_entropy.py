@@ -4,12 +4,24 @@ the whole ``[tokens, vocab]`` logits.
 The rows (tokens) are taken in chunks, one after the other in a ``tf.while_loop``
 (``parallel_iterations=1``): each chunk's logits come from TensorFlow's own matmul
 (oneDNN on the CPU, cuBLAS on the GPU), the fused ``TfOps>SparseSoftmaxCrossEntropy`` op
-gives the chunk's losses and dlogits in one pass, and two more matmuls turn those into
-the chunk's rows of dhidden and its part of dkernel (and dbias), added to float32
-accumulators in chunk order: deterministic, and at most one chunk of logits alive.
-Everything is computed in the forward pass (``tf.custom_gradient``); the backward
-scales the saved gradients by the incoming one. The loss is therefore a scalar (the
-mean over the rows that are not ignored, or their sum).
+gives the chunk's losses and dlogits in one pass (in the logits' buffer), and more
+matmuls turn those into the chunk's rows of dhidden and its part of dkernel (and dbias).
+Everything is computed in the forward pass (``tf.custom_gradient``); the backward scales
+the saved gradients by the incoming one. The loss is therefore a scalar (the mean over
+the rows that are not ignored, or their sum).
+
+Memory: what lives at once is the kernel's float32 gradient, dhidden, one chunk of
+logits and one vocabulary block of the kernel's gradient. The chunk's part of dkernel
+is not materialised whole: it is computed one vocabulary block at a time (a slice of
+the dlogits' columns times the chunk's hidden rows, TensorFlow's matmul again; blocks
+of about 1M gradients, still in cache when added) and added in place into that block of
+the float32 accumulator (``InplaceAdd`` on the rows of a view of it that are the
+block: ``[V, H]`` as ``[blocks, Vb * H]``, ``[H, V]`` as ``[H * blocks, Vb]``; a
+scatter-add under XLA), the blocks in a fixed order: deterministic. The first
+chunk's dkernel is the accumulator's first value, so no zeros are allocated (a
+``tf.zeros`` of the kernel's shape would become a constant of that size in the graph).
+Rows per chunk default to about a fifth of the hidden size (the chunk's logits then take
+about a fifth of the kernel gradient's memory), and at least enough for 1M logits.
 """
 
 from __future__ import annotations
@@ -22,20 +34,52 @@ from tf_ops.python.softmax import functions as fn
 
 TensorLike = tf.types.experimental.TensorLike
 
-# Elements of one chunk's logits when chunk_size is not given (16 MiB of float32).
-_CHUNK_ELEMENTS = 1 << 22
+# Logits per chunk at least (4 MiB of float32): fewer, larger chunks for small hidden
+# sizes, whose per-chunk overhead would otherwise dominate.
+_MIN_CHUNK_ELEMENTS = 1 << 20
+# A chunk's kernel gradient is computed and added in blocks of the vocabulary: at least
+# _BLOCKS of them, each at most about _BLOCK_ELEMENTS gradients (4 MiB of float32: the
+# piece is still in cache when it is added), unless the vocabulary is shorter than
+# _MIN_BLOCKED_VOCAB (then whole).
+_BLOCKS = 16
+_BLOCK_ELEMENTS = 1 << 20
+_MIN_BLOCKED_VOCAB = 64
 
 
-def default_chunk_size(rows: int, vocab: int) -> int:
-    """Rows per chunk: about 4M logits, at least 16 rows, at most all of them."""
-    return int(max(16, min(rows if rows > 0 else 16, _CHUNK_ELEMENTS // max(vocab, 1))))
+def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
+    """Rows per chunk: hidden // 5, at least 1M logits' worth and 16, at most `rows`.
+
+    Example:
+      >>> default_chunk_size(4096, 32000, 512)
+      102
+    """
+    size = max(16, hidden // 5, _MIN_CHUNK_ELEMENTS // max(vocab, 1))
+    return int(min(size, rows)) if rows > 0 else int(size)
+
+
+def vocab_blocks(vocab: Optional[int], hidden: Optional[int]) -> int:
+    """How many equal blocks of the vocabulary a chunk's kernel gradient is computed and
+    added in: the first divisor of `vocab` from max(16, vocab * hidden / 1M) up to twice
+    that; 1 (whole) when the vocabulary is unknown, short or has no such divisor.
+
+    Example:
+      >>> vocab_blocks(128000, 512)
+      64
+    """
+    if vocab is None or vocab < _MIN_BLOCKED_VOCAB:
+        return 1
+    target = max(_BLOCKS, -(-vocab * (hidden or 512) // _BLOCK_ELEMENTS))
+    for count in range(target, min(2 * target, vocab) + 1):
+        if vocab % count == 0:
+            return count
+    return 1
 
 
 def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorLike,
                          bias: Optional[TensorLike] = None, *, transpose_kernel: bool = False,
                          label_smoothing: float = 0.0, ignore_index: int = -100,
-                         z_loss: float = 0.0, reduction: str = "mean",
-                         chunk_size: Optional[int] = None,
+                         z_loss: float = 0.0, sample_weight: Optional[TensorLike] = None,
+                         reduction: str = "mean", chunk_size: Optional[int] = None,
                          name: Optional[str] = None) -> tf.Tensor:
     """Cross-entropy of ``hidden @ kernel (+ bias)`` against `labels`, in chunks of rows.
 
@@ -46,12 +90,17 @@ def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorL
       labels: integer ``[...]``, one per row.
       bias: optional ``[V]``.
       label_smoothing, ignore_index, z_loss: as `tf_ops.sparse_softmax_cross_entropy`.
-      reduction: ``"mean"`` (over the rows not ignored; 0 when all are) or ``"sum"``.
-      chunk_size: rows per chunk (default: about 4M logits per chunk).
+      sample_weight: optional weights of the rows, of the labels' shape (or one that
+        broadcasts to it): each row's loss and gradients are scaled by its weight.
+      reduction: ``"mean"`` (the weighted sum over the number of rows not ignored; 0
+        when all are: Keras's ``ignore_class``) or ``"sum"``.
+      chunk_size: rows per chunk (default: `default_chunk_size`).
 
     The gradients for hidden, kernel and bias are computed in the forward pass and
     accumulated in float32; the result equals
-    ``sparse_softmax_cross_entropy(hidden @ kernel + bias, labels)`` reduced.
+    ``sparse_softmax_cross_entropy(hidden @ kernel + bias, labels)`` reduced. Under XLA
+    the rows are padded to whole chunks (ignored rows), so that every chunk has one
+    static shape; under `tf_ops.portable()` it is that composite, logits and all.
 
     Example:
       >>> import tf_ops, tensorflow as tf
@@ -70,74 +119,183 @@ def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorL
             t = tf.cast(t, tf.int64)
         if k.dtype != h.dtype:
             k = tf.cast(k, h.dtype)
+        if k.shape.rank not in (None, 2):
+            raise ValueError(f"linear_cross_entropy: kernel must be 2-D, got shape {k.shape}")
         features = h.shape[-1]
+        k_features = k.shape[1] if transpose_kernel else k.shape[0]
+        if features is not None and k_features is not None and features != k_features:
+            layout = "[V, H]" if transpose_kernel else "[H, V]"
+            raise ValueError(f"linear_cross_entropy: hidden's last axis ({features}) must be "
+                             f"the kernel's H ({layout}, got {k.shape})")
         h2 = tf.reshape(h, [-1, tf.shape(h)[-1]])
         t1 = tf.reshape(t, [-1])
         b = None if bias is None else tf.cast(tf.convert_to_tensor(bias), h.dtype)
-        attrs = dict(label_smoothing=float(label_smoothing), ignore_index=int(ignore_index),
-                     z_loss=float(z_loss))
+        attrs = fn.cross_entropy_attrs(label_smoothing, ignore_index, z_loss)
+        w1 = None
+        if sample_weight is not None:
+            w = tf.cast(tf.convert_to_tensor(sample_weight), tf.float32)
+            w1 = tf.reshape(tf.broadcast_to(w, tf.shape(t)), [-1])
         vocab = k.shape[0] if transpose_kernel else k.shape[-1]
         if is_portable():
             logits = tf.matmul(h2, k, transpose_b=transpose_kernel)
             if b is not None:
                 logits = logits + b
-            losses = fn.sparse_softmax_cross_entropy(logits, t1, **attrs)
-            total = tf.reduce_sum(tf.cast(losses, tf.float32))
-            count = tf.reduce_sum(tf.cast(tf.not_equal(tf.cast(t1, tf.int64), ignore_index),
-                                          tf.float32))
+            losses = tf.cast(fn.sparse_softmax_cross_entropy(logits, t1, **attrs), tf.float32)
+            total = tf.reduce_sum(losses if w1 is None else losses * w1)
+            count = tf.reduce_sum(tf.cast(tf.not_equal(tf.cast(t1, tf.int64),
+                                                       attrs["ignore_index"]), tf.float32))
             return total if reduction == "sum" else tf.math.divide_no_nan(total, count)
         rows_static = h2.shape[0]
         if chunk_size is None:
-            chunk_size = default_chunk_size(rows_static or 0, vocab or 32000)
+            chunk_size = default_chunk_size(rows_static or 0, vocab or 32000, features or 512)
         chunk_size = int(chunk_size)
         if chunk_size < 1:
             raise ValueError(f"linear_cross_entropy: chunk_size must be >= 1, got {chunk_size}")
         inputs = [h2, k] + ([b] if b is not None else [])
-        loss = _chunked(inputs, t1, transpose_kernel, attrs, reduction, chunk_size, features)
-        return loss
+        return _chunked(inputs, t1, w1, transpose_kernel, attrs, reduction, chunk_size,
+                        vocab_blocks(vocab, features))
 
 
-def _chunked(inputs, labels, transpose_kernel, attrs, reduction, chunk_size, features):
+def _add_rows(view: tf.Tensor, rows, piece: tf.Tensor, in_xla: bool) -> tf.Tensor:
+    """view[rows] += piece, in view's own buffer.
+
+    Outside XLA this is ``InplaceAdd``, which adds into its input's buffer whoever else
+    holds it; here that buffer is the accumulator, made by the first chunk's matmul and
+    handed from one add to the next, read by nothing else (a plain ``view + piece`` would
+    need a second accumulator-sized buffer, and ``TensorStridedSliceUpdate`` was 5x
+    slower). XLA updates the loop's buffer in place by itself: a scatter-add there."""
+    if in_xla:
+        return tf.tensor_scatter_nd_add(view, tf.reshape(rows, [-1, 1]), piece)
+    return tf.raw_ops.InplaceAdd(x=view, i=rows, v=piece)
+
+
+def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_size, blocks):
+    """`blocks`: vocabulary blocks (`vocab_blocks`) the kernel's gradient is added in."""
     has_bias = len(inputs) == 3
+    ignore = attrs["ignore_index"]
+    # Under XLA every shape must be static: the rows are padded to whole chunks.
+    in_xla = tf.__internal__.get_enclosing_xla_context() is not None
 
     @tf.custom_gradient
     def run(*tensors):
+        # Nothing in the forward is differentiated (the gradients are its results): an
+        # enclosing tape would otherwise record the loop and build its gradient.
+        tensors = [tf.stop_gradient(x) for x in tensors]
         h, k = tensors[0], tensors[1]
         b = tensors[2] if has_bias else None
         rows = tf.shape(h)[0]
-        chunks = (rows + chunk_size - 1) // chunk_size
-        acc_k = tf.zeros(tf.shape(k), tf.float32)
-        acc_b = tf.zeros(tf.shape(b), tf.float32) if has_bias else tf.zeros([0], tf.float32)
-        dh_chunks = tf.TensorArray(h.dtype, size=chunks, infer_shape=False,
-                                   element_shape=tf.TensorShape([None, features]))
+        # At least one chunk (of no rows when there are none): it starts the sums.
+        chunks = tf.maximum((rows + chunk_size - 1) // chunk_size, 1)
+        h_in, t_in, w_in = h, tf.cast(labels, tf.int64), weights
+        if in_xla:
+            extra = chunks * chunk_size - rows
+            h_in = tf.pad(h, [[0, extra], [0, 0]])
+            t_in = tf.pad(t_in, [[0, extra]], constant_values=ignore)
+            if w_in is not None:
+                w_in = tf.pad(w_in, [[0, extra]])
 
-        def body(i, total, count, acc_k, acc_b, dh_chunks):
+        # The matmuls, each in the orientation oneDNN runs fastest with a chunk's few
+        # rows (measured, one thread, 128 x 512 x 32000: h @ k^T 27 GFLOP/s, (k @ h^T)^T
+        # 66; d @ k^T 43, (k @ d^T)^T 76); the transposes are of thin results only,
+        # except the tied kernel's logits.
+        def logits_of(hc):
+            if transpose_kernel:  # [V, H]
+                return tf.transpose(tf.matmul(k, hc, transpose_b=True))
+            return tf.matmul(hc, k)
+
+        def dh_of(d):
+            if transpose_kernel:
+                return tf.matmul(d, k)
+            return tf.transpose(tf.matmul(k, d, transpose_b=True))
+
+        def chunk(i):
+            """Chunk i's weighted loss sum, kept-row count, dlogits (unweighted), rows of
+            h scaled by their weights, rows of dh, and the rows' weights (None: 1)."""
             start = i * chunk_size
-            size = tf.minimum(chunk_size, rows - start)
-            hc = tf.slice(h, [start, 0], [size, -1])
-            tc = tf.slice(labels, [start], [size])
-            logits = tf.matmul(hc, k, transpose_b=transpose_kernel)
+            size = chunk_size if in_xla else tf.minimum(chunk_size, rows - start)
+            hc = tf.slice(h_in, [start, 0], [size, -1])
+            tc = tf.slice(t_in, [start], [size])
+            logits = logits_of(hc)
             if has_bias:
                 logits = logits + b
-            losses, dlogits = fn._ops.tf_ops_sparse_softmax_cross_entropy(logits, tc, **attrs)
-            total += tf.reduce_sum(tf.cast(losses, tf.float32))
-            count += tf.reduce_sum(tf.cast(
-                tf.not_equal(tf.cast(tc, tf.int64), attrs["ignore_index"]), tf.float32))
-            dh_chunks = dh_chunks.write(i, tf.matmul(dlogits, k, transpose_b=not transpose_kernel))
-            if transpose_kernel:
-                dk = tf.matmul(dlogits, hc, transpose_a=True)
-            else:
-                dk = tf.matmul(hc, dlogits, transpose_a=True)
-            acc_k += tf.cast(dk, tf.float32)
-            if has_bias:
-                acc_b += tf.reduce_sum(tf.cast(dlogits, tf.float32), axis=0)
-            return i + 1, total, count, acc_k, acc_b, dh_chunks
+            losses, d = fn._ops.tf_ops_sparse_softmax_cross_entropy(logits, tc, **attrs)
+            losses = tf.cast(losses, tf.float32)
+            count = tf.reduce_sum(tf.cast(tf.not_equal(tc, ignore), tf.float32))
+            dh = dh_of(d)
+            if w_in is None:
+                return tf.reduce_sum(losses), count, d, hc, dh, None
+            # A row's weight scales its dlogits; applied to the thin factors instead
+            # (dh's rows, h's rows for dkernel, a matvec for dbias), never to d.
+            wc = tf.slice(w_in, [start], [size])
+            wh = tf.cast(wc, h.dtype)[:, None]
+            return tf.reduce_sum(losses * wc), count, d, hc * wh, dh * wh, wc
 
+        def bias_grad(d, wc):
+            d32 = tf.cast(d, tf.float32)
+            if wc is None:
+                return tf.reduce_sum(d32, axis=0)
+            return tf.linalg.matvec(d32, wc, transpose_a=True)
+
+        def kernel_grad(d, hc):
+            """The chunk's dkernel, in the kernel's layout, as float32."""
+            if transpose_kernel:
+                g = tf.matmul(d, hc, transpose_a=True)
+            else:
+                g = tf.matmul(hc, d, transpose_a=True)
+            return tf.cast(g, tf.float32)
+
+        def accumulate(acc, d, hc):
+            """acc + the chunk's dkernel, computed and added one vocabulary block at a
+            time (a slice of d's columns: each block reads only its part of d). The
+            block is rows of a view of acc: [V, H] as [blocks, Vb * H] (row p); [H, V] as
+            [H * blocks, Vb] (rows p, p + blocks, ...: the block's column slice)."""
+            if blocks == 1:
+                return acc + kernel_grad(d, hc)
+            width = tf.shape(d)[1] // blocks
+            if transpose_kernel:
+                view = tf.reshape(acc, [blocks, -1])
+            else:
+                view = tf.reshape(acc, [-1, width])
+                strided = tf.range(tf.shape(acc)[0]) * blocks
+            for p in range(blocks):
+                # Each block after the previous one's add: one block alive at once.
+                with tf.control_dependencies([view]):
+                    piece = kernel_grad(d[:, p * width:(p + 1) * width], hc)
+                if transpose_kernel:
+                    view = _add_rows(view, [p], tf.reshape(piece, [1, -1]), in_xla)
+                else:
+                    view = _add_rows(view, strided + p, piece, in_xla)
+            return tf.reshape(view, tf.shape(acc))
+
+        # The first chunk's dkernel starts the accumulator (no zeros of its size).
+        total, count, d, hc, dh, wc = chunk(0)
+        acc_k = kernel_grad(d, hc)
+        acc_b = bias_grad(d, wc) if has_bias else tf.zeros([0], tf.float32)
+        dh_chunks = tf.TensorArray(h.dtype, size=chunks, infer_shape=False,
+                                   element_shape=tf.TensorShape([None, h.shape[-1]]))
+        dh_chunks = dh_chunks.write(0, dh)
+
+        def body(i, total, count, acc_k, acc_b, dh_chunks):
+            c_total, c_count, d, hc, dh, wc = chunk(i)
+            acc_k = accumulate(acc_k, d, hc)
+            if has_bias:
+                acc_b += bias_grad(d, wc)
+            return (i + 1, total + c_total, count + c_count, acc_k, acc_b,
+                    dh_chunks.write(i, dh))
+
+        # The loop's counter waits for the first chunk: TensorFlow runs a loop's
+        # iterations one at a time (parallel_iterations=1), but would start the first
+        # as soon as its counter is ready, beside the first chunk's matmuls (two chunks
+        # of logits alive at once).
+        with tf.control_dependencies([acc_k, acc_b, dh_chunks.flow, total]):
+            start = tf.identity(tf.constant(1))
         _, total, count, acc_k, acc_b, dh_chunks = tf.while_loop(
             lambda i, *_: i < chunks, body,
-            (tf.constant(0), tf.constant(0.0), tf.constant(0.0), acc_k, acc_b, dh_chunks),
+            (start, total, count, acc_k, acc_b, dh_chunks),
             parallel_iterations=1)
         dh = dh_chunks.concat()
+        if in_xla:
+            dh = dh[:rows]
         if reduction == "mean":
             norm = tf.math.divide_no_nan(1.0, count)
             loss = total * norm
