@@ -33,12 +33,26 @@ def step(model: keras.Model, x, y=None, loss=None, training=True) -> dict[str, n
             value = tf.reduce_sum(tf.cast(out, tf.float32) * w)
     grads = tape.gradient(value, model.trainable_weights)
     result = {"output": tf.convert_to_tensor(out).numpy(), "loss": np.asarray(value)}
-    for v, g in zip(model.trainable_weights, grads):
+    for i, (v, g) in enumerate(zip(model.trainable_weights, grads)):
         assert g is not None, f"no gradient for {v.path}"
-        result["grad " + v.path] = tf.convert_to_tensor(g).numpy()
-    for v in model.non_trainable_weights:
-        result["state " + v.path] = v.numpy()
+        result[f"grad {i} {v.path}"] = tf.convert_to_tensor(g).numpy()
+    for i, v in enumerate(model.non_trainable_weights):
+        result[f"state {i} {v.path}"] = np.asarray(v.numpy())
     return result
+
+
+def relative_errors(result: dict, reference: dict) -> dict[str, float]:
+    """Per kind (output, loss, grad, state): the L2 norm of the difference from
+    `reference` (a run of the same model in float64: its keys may name other paths)
+    over the reference's norm, all arrays of the kind together."""
+    kinds: dict[str, list[float]] = {}
+    for (key, a), b in zip(result.items(), reference.values()):
+        diff, norm = kinds.setdefault(key.split()[0], [0.0, 0.0]), None
+        b = b.astype(np.float64)
+        diff[0] += float(np.sum((a.astype(np.float64) - b) ** 2))
+        diff[1] += float(np.sum(b * b))
+        del norm
+    return {kind: (d / max(n, 1e-300)) ** 0.5 for kind, (d, n) in kinds.items()}
 
 
 def stock_and_patched(model, x, y=None, loss=None, training=True, **patch_kwargs):
