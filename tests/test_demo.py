@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from subprocesses import REPO_ROOT, run_python
 
 DEMO = REPO_ROOT / "examples" / "demo.py"
 
 
+@pytest.mark.slow
 def test_demo_prints_the_ratio_and_the_export_and_nothing_else():
     # Small images and two epochs (the first traces): what `make demo` does, quicker.
     result = run_python(DEMO, "--epochs", "2", "--side", "32", timeout=900,
@@ -27,12 +30,14 @@ def test_demo_prints_the_ratio_and_the_export_and_nothing_else():
     assert ratio, lines[1]
     rounds, median, low, high = int(ratio[1]), *map(float, ratio.groups()[1:])
     assert rounds == 1347 // 32 and 0 < low <= median <= high
-    accuracy = re.fullmatch(r"test accuracy: stock ([\d.]+), patched ([\d.]+)", lines[2])
-    assert accuracy, lines[2]
-    stock, patched = map(float, accuracy.groups())
-    assert abs(stock - patched) <= 0.03  # the same training, to float32 rounding
+    loss = re.fullmatch(r"training loss over the last epoch: stock ([\d.]+), patched ([\d.]+)",
+                        lines[2])
+    assert loss, lines[2]
+    stock, patched = map(float, loss.groups())
+    # The same training, to float32 rounding, which Adam on a CNN amplifies over epochs.
+    assert abs(stock - patched) <= 0.05 * stock
     tflite = re.fullmatch(r"the patched model exported to TFLite \(builtin ops only, [\d,]+ "
-                          r"bytes\): test accuracy ([\d.]+), largest probability difference "
-                          r"from Keras (\S+)", lines[3])
+                          r"bytes\) and run by LiteRT: the class Keras predicts for (\d+) of "
+                          r"450 test images, probabilities within (\S+)", lines[3])
     assert tflite, lines[3]
-    assert abs(float(tflite[1]) - patched) <= 2 / 450 and float(tflite[2]) < 1e-4
+    assert int(tflite[1]) >= 448 and float(tflite[2]) < 1e-4
