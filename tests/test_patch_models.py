@@ -19,7 +19,6 @@ import zipfile
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import tf_ops
 from patch_checks import relative_errors, restore, snapshot, step, stock_and_patched

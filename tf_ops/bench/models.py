@@ -35,7 +35,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -155,6 +154,12 @@ def bench_model(name: str, args, out=print) -> list[Row]:
                 return fn()
         return run
 
+    def synced(fn):  # train_on_batch / predict_on_batch return when the step is done
+        def run():
+            fn()
+            return ()
+        return run
+
     for mode in args.modes:
         for built in (stock, patched):
             built.model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=built.loss,
@@ -166,6 +171,7 @@ def bench_model(name: str, args, out=print) -> list[Row]:
             else:
                 calls = {"stock": lambda: stock.model.predict_on_batch(x),
                          "patched": under_patch(lambda: patched.model.predict_on_batch(x))}
+            calls = {label: synced(fn) for label, fn in calls.items()}
             started = time.perf_counter()
             timings = time_interleaved(calls, min_reps, max_reps, args.budget)
             ratios = [s / p for s, p in zip(timings["stock"].samples, timings["patched"].samples)]
@@ -274,13 +280,9 @@ def _machine() -> dict:
     import keras
     import tensorflow as tf
 
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "tensorflow": tf.__version__,
+    from tf_ops.bench.machine import cpu_name
+
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "tensorflow": tf.__version__,
             "keras": keras.__version__, "load_average": os.getloadavg()[0]}
 
 

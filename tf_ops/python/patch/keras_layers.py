@@ -34,10 +34,13 @@ def floating(x) -> bool:
         return False
 
 
-def _epsilon_ok(epsilon: Any, strictly_positive: bool) -> bool:
-    if not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon):
-        return False
-    return epsilon > 0 if strictly_positive else epsilon >= 0
+def _epsilon_reason(epsilon: Any, strictly_positive: bool) -> str | None:
+    """Why the ops cannot take `epsilon` (they need it finite and >= 0, > 0 for batch
+    norm), or None."""
+    ok = isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and (
+        epsilon > 0 if strictly_positive else epsilon >= 0)
+    return None if ok else f"epsilon={epsilon!r} (the ops need a finite epsilon " + (
+        "> 0)" if strictly_positive else ">= 0)")
 
 
 # --- Dense ----------------------------------------------------------------------------
@@ -72,11 +75,7 @@ def make_dense_call(original: Callable) -> Callable:
 # --- BatchNormalization ---------------------------------------------------------------
 
 def batch_norm_reason_left(layer: keras.layers.BatchNormalization) -> str | None:
-    if layer.renorm:
-        return "renorm=True"
-    if not _epsilon_ok(layer.epsilon, True):
-        return f"epsilon={layer.epsilon!r} (the ops need a finite epsilon > 0)"
-    return None
+    return "renorm=True" if layer.renorm else _epsilon_reason(layer.epsilon, True)
 
 
 def make_batch_norm_call(original: Callable) -> Callable:
@@ -95,31 +94,35 @@ def make_batch_norm_call(original: Callable) -> Callable:
 def layer_norm_reason_left(layer: keras.layers.LayerNormalization) -> str | None:
     if layer.rms_scaling:
         return "rms_scaling=True (Keras's deprecated variance scaling)"
-    if not _epsilon_ok(layer.epsilon, False):
-        return f"epsilon={layer.epsilon!r}"
-    return None
+    return _epsilon_reason(layer.epsilon, False)
 
 
-def make_layer_norm_call(original: Callable) -> Callable:
-    def call(self, inputs):
-        if layer_norm_reason_left(self) is not None or not floating(inputs):
-            return original(self, inputs)
-        return norm_layers.layer_norm_call(self, inputs, None, functools.partial(original, self))
-    return call
+def _fused_or_keras(reason_left: Callable, fused: Callable) -> Callable:
+    """A factory of the patched call of a layer whose ``call(self, inputs, ...)`` runs
+    ``fused(self, inputs, keras_call, ...)``, or Keras's own call where `reason_left`
+    gives a reason or the inputs are not of a dtype the ops take."""
+
+    def make(original: Callable) -> Callable:
+        def call(self, inputs, *args, **kwargs):
+            if reason_left(self) is not None or not floating(inputs):
+                return original(self, inputs, *args, **kwargs)
+            return fused(self, inputs, functools.partial(original, self), *args, **kwargs)
+        return call
+
+    return make
+
+
+make_layer_norm_call = _fused_or_keras(
+    layer_norm_reason_left,
+    lambda self, x, keras_call: norm_layers.layer_norm_call(self, x, None, keras_call))
 
 
 def rms_norm_reason_left(layer: keras.layers.RMSNormalization) -> str | None:
-    if not _epsilon_ok(layer.epsilon, False):
-        return f"epsilon={layer.epsilon!r}"
-    return None
+    return _epsilon_reason(layer.epsilon, False)
 
 
-def make_rms_norm_call(original: Callable) -> Callable:
-    def call(self, x):
-        if rms_norm_reason_left(self) is not None or not floating(x):
-            return original(self, x)
-        return norm_layers.rms_norm_call(self, x)
-    return call
+make_rms_norm_call = _fused_or_keras(
+    rms_norm_reason_left, lambda self, x, keras_call: norm_layers.rms_norm_call(self, x))
 
 
 # --- Softmax ----------------------------------------------------------------------------
@@ -130,9 +133,6 @@ def softmax_reason_left(layer: keras.layers.Softmax) -> str | None:
     return None
 
 
-def make_softmax_call(original: Callable) -> Callable:
-    def call(self, inputs, mask=None):
-        if not floating(inputs):
-            return original(self, inputs, mask=mask)
-        return softmax_layers.softmax_call(self, inputs, mask, functools.partial(original, self))
-    return call
+make_softmax_call = _fused_or_keras(
+    softmax_reason_left, lambda self, x, keras_call, mask=None: softmax_layers.softmax_call(
+        self, x, mask, keras_call))
