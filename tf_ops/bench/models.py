@@ -2,7 +2,7 @@
 
   python -m tf_ops.bench.models [--models EfficientNetB0,GPT-2] [--quick]
       [--modes graph,jit] [--steps train,predict] [--budget SECONDS]
-      [--only FAMILY,...] [--out DIR] [--profile]
+      [--only FAMILY,...] [--out DIR] [--profile] [--size bench|test]
 
 For each model of `model_zoo` (keras.applications EfficientNetB0, MobileNetV3Small,
 ResNet50, ConvNeXtTiny; keras-hub GPT-2, BERT, LLaMA: random weights, the sizes in
@@ -92,6 +92,8 @@ def _parse(argv):
     p.add_argument("--profile", action="store_true",
                    help="where the patched train step's time goes, for each miss")
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
+    p.add_argument("--size", choices=model_zoo.SIZES, default="bench",
+                   help="the models' size: bench (default), or test (tiny: a smoke run)")
     args = p.parse_args(argv)
     names = [n.strip() for n in (args.models or ",".join(model_zoo.CASES)).split(",") if n.strip()]
     unknown = sorted(set(names) - set(model_zoo.CASES))
@@ -141,8 +143,8 @@ def bench_model(name: str, args, out=print) -> list[Row]:
 
     case = model_zoo.CASES[name]
     rows: list[Row] = []
-    stock = model_zoo.build(name, "bench")
-    patched = model_zoo.build(name, "bench")
+    stock = model_zoo.build(name, args.size)
+    patched = model_zoo.build(name, args.size)
     for a, b in zip(patched.model.variables, stock.model.variables):
         a.assign(b)
     x, y = stock.x, stock.y
@@ -178,7 +180,7 @@ def bench_model(name: str, args, out=print) -> list[Row]:
             low, mid, high = _quartiles(ratios)
             row = Row(name, step, mode, mid, low, high, len(ratios),
                       timings["stock"].median * 1e3, timings["patched"].median * 1e3)
-            if step == "train" and mode == "graph":
+            if step == "train" and mode == "graph" and args.size == "bench":
                 row.target, row.memory_target = case.target, case.memory_target
             if not args.no_memory:
                 state = {"stock": stock, "patched": patched}
