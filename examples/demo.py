@@ -155,11 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=3, help="epochs (default 3; the first traces)")
     parser.add_argument("--side", type=int, default=64, help="image side (default 64, >= 32)")
     parser.add_argument("--batch", type=int, default=32, help="batch size (default 32)")
+    parser.add_argument("--train-images", type=int, default=None,
+                        help="train on the first N training images only (default: all)")
     args = parser.parse_args(argv)
     if args.epochs < 2 or args.side < 32:
         parser.error("--epochs must be at least 2 (the first traces) and --side at least 32")
 
     data = load_data(args.side)
+    if args.train_images:
+        data = [data[0][:args.train_images], data[1], data[2][:args.train_images], data[3]]
     print(f"keras.applications.MobileNetV3Small on scikit-learn's digits at {args.side}x"
           f"{args.side} ({len(data[0])} training images), batch {args.batch}, {args.epochs} "
           f"epochs: stock Keras, and the same inside `with tf_ops.patch_keras():`")

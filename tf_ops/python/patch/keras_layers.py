@@ -14,8 +14,10 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
+from tf_ops.python.batch_norm import functions as batch_norm_functions
 from tf_ops.python.batch_norm import layers as batch_norm_layers
 from tf_ops.python.batch_norm.activation_spec import resolve
+from tf_ops.python.core.composite import xla_lowered
 from tf_ops.python.fused.dense import bias_activation_call
 from tf_ops.python.norm import layers as norm_layers
 from tf_ops.python.patch import activations
@@ -78,12 +80,22 @@ def batch_norm_reason_left(layer: keras.layers.BatchNormalization) -> str | None
     return "renorm=True" if layer.renorm else _epsilon_reason(layer.epsilon, True)
 
 
+# Under XLA without the ops' lowerings the fused call would build a composite of the
+# same math as Keras's: Keras's own call is as fast, and is what the stock model runs.
+_BATCH_NORM_LOWERED = xla_lowered(batch_norm_functions.OPS) == frozenset(batch_norm_functions.OPS)
+
+
+def _xla_without_lowering(lowered: bool) -> bool:
+    return not lowered and tf.__internal__.get_enclosing_xla_context() is not None
+
+
 def make_batch_norm_call(original: Callable) -> Callable:
     def call(self, inputs, training=None, mask=None):
         spec = paired_activation(self) or _IDENTITY
         keras_call = functools.partial(original, self)
         if (batch_norm_reason_left(self) is not None or not floating(inputs)
-                or (inputs.shape.rank is not None and inputs.shape.rank < 2)):
+                or (inputs.shape.rank is not None and inputs.shape.rank < 2)
+                or _xla_without_lowering(_BATCH_NORM_LOWERED)):
             return spec.apply(keras_call(inputs, training=training, mask=mask))
         return batch_norm_layers.fused_call(self, inputs, training, mask, spec, keras_call)
     return call
