@@ -16,7 +16,7 @@ import tensorflow as tf
 import tf_ops
 from tf_ops.python.patch import FAMILIES, keras_layers, state
 from tf_ops.python.patch.table import ENTRIES
-from patch_checks import assert_close, fused_op_types, stock_and_patched
+from patch_checks import assert_close, fused_op_types, restore, snapshot, stock_and_patched
 
 RNG = np.random.default_rng(3)
 
@@ -291,27 +291,51 @@ def test_stock_file_loaded_while_patched_runs_fused(tmp_path):
     assert "TfOps>BatchNormInference" in fused_op_types(loaded, data, training=False)
 
 
-def test_jit_compile_and_mixed_precision():
-    model = _conv_bn(keras.layers.Activation("gelu", name="gelu"))
-    data = _images()
+def _jit_train_step(model, x) -> tuple[dict[str, np.ndarray], set[str]]:
+    """One XLA-compiled forward and backward pass (`step`'s, with the moving statistics
+    updated) traced now, so under whatever patch is active: the results, and the op
+    types of the traced graph."""
+    w = np.random.default_rng(1).normal(size=(x.shape[0], 3)).astype("float32")
 
     @tf.function(jit_compile=True)
     def run(x):
-        return model(x, training=True)
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            value = tf.reduce_sum(out * w)
+        return out, tape.gradient(value, model.trainable_weights)
 
-    start = [v.numpy() for v in model.variables]
-    expected = run(data).numpy()
-    for v, a in zip(model.variables, start):
-        v.assign(a)
+    out, grads = run(x)
+    result = {"output": out.numpy()}
+    result.update({f"grad {i} {v.path}": g.numpy()
+                   for i, (v, g) in enumerate(zip(model.trainable_weights, grads))})
+    result.update({f"state {i} {v.path}": v.numpy()
+                   for i, v in enumerate(model.non_trainable_weights)})
+    return result, {op.type for op in run.get_concrete_function(x).graph.get_operations()}
+
+
+def test_jit_compile_and_mixed_precision(monkeypatch):
+    model = _conv_bn(keras.layers.Activation("gelu", name="gelu"))
+    data = _images()
+    start = snapshot(model)
+    expected, _ = _jit_train_step(model, data)
+    restore(model, start)
     with tf_ops.patch_keras():
-        patched = tf.function(lambda x: model(x, training=True), jit_compile=True)
-        got = patched(data).numpy()
-        ops = {op.type for op in patched.get_concrete_function(data).graph.get_operations()}
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
-    # The activation runs its lowering; batch norm, without lowerings (yet), Keras's own
-    # code rather than a composite of the same math.
-    assert "TfOps>Gelu" in ops
-    assert ("TfOps>BatchNormTraining" in ops) == keras_layers._BATCH_NORM_LOWERED
+        got, ops = _jit_train_step(model, data)
+    restore(model, start)
+    assert_close(expected, got)
+    # Under XLA batch norm runs the ops' lowerings, with the activation after it in the
+    # same op, forward and backward.
+    assert keras_layers._BATCH_NORM_LOWERED
+    assert {"TfOps>BatchNormTraining", "TfOps>BatchNormTrainingGrad"} <= ops
+    assert not ops & {"TfOps>Gelu", "TfOps>GeluGrad", "Erf"}
+    # In a library without those lowerings (-DTF_OPS_XLA=OFF, Bazel): Keras's own code
+    # rather than a composite of the same math, then the activation's op.
+    monkeypatch.setattr(keras_layers, "_BATCH_NORM_LOWERED", False)
+    with tf_ops.patch_keras():
+        got, ops = _jit_train_step(model, data)
+    restore(model, start)
+    assert_close(expected, got)
+    assert "TfOps>Gelu" in ops and "TfOps>BatchNormTraining" not in ops
     keras.config.set_dtype_policy("mixed_float16")
     try:
         half = _conv_bn(keras.layers.Activation("swish"))

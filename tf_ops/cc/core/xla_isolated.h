@@ -2,7 +2,7 @@
 // graph, so that XLA neither shares nor materialises one op's math across ops,
 // on the devices where that is what it costs nothing to prevent (IsolatesOn).
 // Used by every lowering of a grad or grad-grad op (activation_xla.cc,
-// fused_xla.cc).
+// fused_xla.cc, batch_norm_xla.cc).
 
 #ifndef TF_OPS_CC_XLA_ISOLATED_H_
 #define TF_OPS_CC_XLA_ISOLATED_H_

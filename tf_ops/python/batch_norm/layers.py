@@ -13,9 +13,11 @@ differs:
 - otherwise (inference, or ``trainable=False``): ``TfOps>BatchNormInference`` with the
   moving statistics, whose backward (fine-tuning with frozen statistics) is one
   ``TfOps>BatchNormInferenceGrad``;
+- ``synchronized=True`` under a tf.distribute strategy with more than one replica:
+  the statistics of the global batch by the fused ops, one all-reduce forward and one
+  backward (`synchronized.py`);
 - Keras's own ``call`` (then the activation, unfused) for what the ops do not cover:
-  a mask (Keras's weighted moments), ``renorm=True``, and ``synchronized=True`` under
-  a tf.distribute strategy with more than one replica (Keras's all-reduced moments).
+  a mask (Keras's weighted moments) and ``renorm=True``.
 Half and bfloat16 inputs (mixed precision) are read directly by the ops, which compute
 in float32 as Keras's cast does; jit_compile and `tf_ops.portable()` build Keras's
 own math from TensorFlow built-ins. An empty batch behaves as Keras's layer: the batch
@@ -29,20 +31,19 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
-from tf_ops.python.batch_norm import functions
+from tf_ops.python.batch_norm import functions, synchronized
 from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
 
 PACKAGE = "tf_ops"
 
 
-def _keras_path(layer: keras.layers.BatchNormalization, mask) -> bool:
-    """Whether `layer` needs Keras's own call (what the ops do not cover)."""
+def _keras_path(layer: keras.layers.BatchNormalization, mask, replicas) -> bool:
+    """Whether `layer` needs Keras's own call: what the fused ops leave to it (a mask:
+    weighted moments; renorm), and synchronized statistics where the fused ops would
+    be composites anyway (portable mode, XLA without the lowerings)."""
     if mask is not None or getattr(layer, "renorm", False):
         return True
-    if layer.synchronized and tf.distribute.has_strategy():
-        ctx = tf.distribute.get_replica_context()
-        return ctx is not None and ctx.num_replicas_in_sync > 1
-    return False
+    return replicas is not None and not synchronized.fused_ops_available()
 
 
 def fused_call(layer: keras.layers.BatchNormalization, inputs, training, mask,
@@ -51,16 +52,24 @@ def fused_call(layer: keras.layers.BatchNormalization, inputs, training, mask,
     class's, or Keras's own under `tf_ops.patch_keras()`): the fused ops with the
     activation `spec`, and the moving averages updated as Keras does; `keras_call`
     (Keras's own call) followed by the activation for what the ops do not cover."""
-    if _keras_path(layer, mask):
+    training = bool(training) and layer.trainable
+    replicas = (synchronized.replica_context_to_synchronize()
+                if layer.synchronized and training else None)
+    if _keras_path(layer, mask, replicas):
         outputs = keras_call(inputs, training=training, mask=mask)
         return spec.apply(outputs)
     x = tf.convert_to_tensor(inputs)
     u = functions.channel_dtype(x.dtype)
     gamma = tf.cast(layer.gamma, u) if layer.scale else None
     beta = tf.cast(layer.beta, u) if layer.center else None
-    if training and layer.trainable:
-        y, mean, variance = functions.batch_norm(
-            x, gamma, beta, axis=layer.axis, epsilon=layer.epsilon, activation=spec)
+    if training:
+        if replicas is not None:
+            y, mean, variance = synchronized.batch_norm_synchronized(
+                x, gamma, beta, layer.moving_mean, replicas, axis=layer.axis,
+                epsilon=layer.epsilon, activation=spec)
+        else:
+            y, mean, variance = functions.batch_norm(
+                x, gamma, beta, axis=layer.axis, epsilon=layer.epsilon, activation=spec)
         moving_mean = tf.cast(layer.moving_mean, u)
         moving_variance = tf.cast(layer.moving_variance, u)
         layer.moving_mean.assign(tf.cast(

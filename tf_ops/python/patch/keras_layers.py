@@ -80,8 +80,9 @@ def batch_norm_reason_left(layer: keras.layers.BatchNormalization) -> str | None
     return "renorm=True" if layer.renorm else _epsilon_reason(layer.epsilon, True)
 
 
-# Under XLA without the ops' lowerings the fused call would build a composite of the
-# same math as Keras's: Keras's own call is as fast, and is what the stock model runs.
+# Under XLA the fused call builds the ops' lowerings (batch_norm_xla.cc). In a library
+# without them (-DTF_OPS_XLA=OFF, Bazel) it would build a composite of the same math as
+# Keras's: Keras's own call is as fast, and is what the stock model runs.
 _BATCH_NORM_LOWERED = xla_lowered(batch_norm_functions.OPS) == frozenset(batch_norm_functions.OPS)
 
 
