@@ -5,6 +5,7 @@ benchmark, never by tests)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -55,6 +56,26 @@ def test_table_marks_targets_met_and_missed(tmp_path):
     assert lines[2].endswith("|  |")
     models.plot(rows, tmp_path / "chart.png")
     assert (tmp_path / "chart.png").stat().st_size > 10_000
+
+
+def test_runs_merge_from_json_and_the_table_goes_between_the_readme_markers(tmp_path):
+    machine = {"cpu": "x", "cores": 2, "tensorflow": "2", "keras": "3"}
+    old = [models.Row("GPT-2", "train", "graph", 1.1, 1.0, 1.2, 5, 10.0, 9.0),
+           models.Row("GPT-2", "train", "jit", 0.9, 0.8, 1.0, 5, 10.0, 11.0)]
+    new = [models.Row("GPT-2", "train", "jit", 1.05, 1.0, 1.1, 5, 10.0, 9.5)]
+    paths = []
+    for i, rows in enumerate((old, new)):
+        paths.append(tmp_path / f"run{i}.json")
+        paths[-1].write_text(json.dumps({"machine": machine, "rows": [
+            {**dataclasses.asdict(r), "memory_ratio": None} for r in rows]}))
+    rows, _ = models.load_rows([str(p) for p in paths])
+    assert [(r.mode, r.ratio) for r in rows] == [("graph", 1.1), ("jit", 1.05)]
+    readme = f"# t\n{models.TABLE_START}\nold table\n{models.TABLE_END}\nrest\n"
+    spliced = models.splice_table(readme, models.markdown(rows, machine))
+    assert "old table" not in spliced and spliced.endswith(f"{models.TABLE_END}\nrest\n")
+    assert "| GPT-2 | train | jit | **1.05×** |" in spliced
+    with pytest.raises(ValueError, match="markers"):
+        models.splice_table("# no markers\n", "table")
 
 
 def test_op_time_sums_the_trace_per_op_type():

@@ -2,7 +2,8 @@
 
   python -m tf_ops.bench.models [--models EfficientNetB0,GPT-2] [--quick]
       [--modes graph,jit] [--steps train,predict] [--budget SECONDS]
-      [--only FAMILY,...] [--out DIR] [--profile] [--size bench|test]
+      [--only FAMILY,...] [--out DIR] [--profile] [--size bench|test] [--docs]
+  python -m tf_ops.bench.models --from-json RUN.json,... [--out DIR] [--docs]
 
 For each model of `model_zoo` (keras.applications EfficientNetB0, MobileNetV3Small,
 ResNet50, ConvNeXtTiny; keras-hub GPT-2, BERT, LLaMA: random weights, the sizes in
@@ -26,7 +27,10 @@ Written to ``--out`` (default build/bench-models): ``models.md`` (the table),
 ``models.png`` (the ratios, with the issue's targets), ``models.json``. ``--profile``
 adds, for each train step below its target, where the patched step's time goes
 (op_profile.py). ``--only`` patches some families only (e.g. ``--only norm``: the
-normalisations' gain alone).
+normalisations' gain alone). ``--from-json`` rebuilds the table and chart from the JSON
+of earlier runs (later files' rows replace earlier ones of the same model, step and
+mode) without measuring; ``--docs`` also puts the table in README.md (between its
+``<!-- models-table -->`` markers) and the chart in docs/models.png.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import time
 from pathlib import Path
 
 _BFC = "TF_CPU_ALLOCATOR_USE_BFC"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = "build/bench-models"
 
 
@@ -94,6 +99,9 @@ def _parse(argv):
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     p.add_argument("--size", choices=model_zoo.SIZES, default="bench",
                    help="the models' size: bench (default), or test (tiny: a smoke run)")
+    p.add_argument("--from-json", help="comma-separated models.json files: no measuring")
+    p.add_argument("--docs", action="store_true",
+                   help="also write the table into README.md and the chart to docs/models.png")
     args = p.parse_args(argv)
     names = [n.strip() for n in (args.models or ",".join(model_zoo.CASES)).split(",") if n.strip()]
     unknown = sorted(set(names) - set(model_zoo.CASES))
@@ -278,6 +286,38 @@ def plot(rows: list[Row], path: Path) -> None:
     plt.close(fig)
 
 
+def load_rows(paths: list[str]) -> tuple[list[Row], dict]:
+    """The rows of earlier runs' models.json files, a later file's row replacing an
+    earlier one of the same model, step and mode; the last file's machine."""
+    by_key: dict[tuple, Row] = {}
+    machine: dict = {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        machine = data["machine"]
+        for d in data["rows"]:
+            d = {k: v for k, v in d.items() if k != "memory_ratio"}
+            by_key[(d["model"], d["step"], d["mode"])] = Row(**d)
+    return list(by_key.values()), machine
+
+
+TABLE_START, TABLE_END = "<!-- models-table -->", "<!-- /models-table -->"
+
+
+def splice_table(readme: str, table: str) -> str:
+    """`readme` with what lies between its table markers replaced by `table`."""
+    start, end = readme.find(TABLE_START), readme.find(TABLE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md has no {TABLE_START} ... {TABLE_END} markers")
+    return readme[:start + len(TABLE_START)] + "\n" + table + readme[end:]
+
+
+def write_docs(rows: list[Row], machine: dict, chart: Path, root: Path) -> None:
+    """The table into README.md, the chart to docs/models.png."""
+    readme = root / "README.md"
+    readme.write_text(splice_table(readme.read_text(), markdown(rows, machine)))
+    (root / "docs" / "models.png").write_bytes(chart.read_bytes())
+
+
 def _machine() -> dict:
     import keras
     import tensorflow as tf
@@ -301,12 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{machine['cpu']}, {machine['cores']} cores, load average "
           f"{machine['load_average']:.1f}; TensorFlow {machine['tensorflow']}, Keras "
           f"{machine['keras']}; patched families: {', '.join(args.only or ['all'])}")
-    rows: list[Row] = []
-    for name in args.models:
-        if model_zoo.CASES[name].keras_hub and not model_zoo.keras_hub_available():
-            print(f"{name}: skipped, keras-hub is not installed (pip install keras-hub)")
-            continue
-        rows += bench_model(name, args)
+    if args.from_json:
+        rows, machine = load_rows(args.from_json.split(","))
+    else:
+        rows = []
+        for name in args.models:
+            if model_zoo.CASES[name].keras_hub and not model_zoo.keras_hub_available():
+                print(f"{name}: skipped, keras-hub is not installed (pip install keras-hub)")
+                continue
+            rows += bench_model(name, args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "models.md").write_text(markdown(rows, machine))
@@ -318,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         plot(rows, out / "models.png")
     print(f"\n{markdown(rows, machine)}\nwritten: {out / 'models.md'}, {out / 'models.png'}, "
           f"{out / 'models.json'}")
+    if args.docs and rows:
+        write_docs(rows, machine, out / "models.png", Path(REPO_ROOT))
+        print("written: README.md's table, docs/models.png")
     return 0
 
 
