@@ -14,6 +14,7 @@ wrote (keras.applications, keras-hub; tf_ops/bench/model_zoo.py at its "test" si
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 
 import keras
@@ -125,29 +126,67 @@ def test_files_both_ways(tmp_path, built):
 # Each model with an optimizer whose training is stable there: in an unstable phase (the
 # loss rising for some steps) any rounding difference, even another thread count,
 # grows exponentially until the phase ends (LLaMA's with SGD(0.01) at step ~35).
-CURVE_OPTIMIZERS = {"MobileNetV3Small": lambda: keras.optimizers.SGD(0.01),
-                    "LLaMA": lambda: keras.optimizers.Adam(1e-3)}
+CURVE_OPTIMIZERS = {
+    "EfficientNetB0": lambda: keras.optimizers.SGD(0.01),
+    "MobileNetV3Small": lambda: keras.optimizers.SGD(0.01),
+    "ResNet50": lambda: keras.optimizers.SGD(0.01),
+    "ConvNeXtTiny": lambda: keras.optimizers.Adam(1e-3),
+    "GPT-2": lambda: keras.optimizers.Adam(1e-3),
+    "BERT": lambda: keras.optimizers.Adam(1e-3),
+    "LLaMA": lambda: keras.optimizers.Adam(1e-3),
+}
+# CI runs a CNN and a transformer (each a minute or two on the 2-core machine);
+# TF_OPS_ALL_CURVES=1 all seven (another ~10 minutes there).
+CURVES = list(CURVE_OPTIMIZERS) if os.environ.get("TF_OPS_ALL_CURVES") == "1" else [
+    "MobileNetV3Small", "LLaMA"]
 
 
-@pytest.mark.parametrize("name", list(CURVE_OPTIMIZERS))
+def _curve(b: model_zoo.Built, name: str, start: list, patched: bool) -> np.ndarray:
+    """200 training steps' losses from `start`, stock or patched."""
+    restore(b.model, start)
+    patch = tf_ops.patch_keras() if patched else None
+    try:
+        b.model.compile(optimizer=CURVE_OPTIMIZERS[name](), loss=b.loss, jit_compile=False)
+        return np.array([b.model.train_on_batch(b.x, b.y, return_dict=True)["loss"]
+                         for _ in range(200)])
+    finally:
+        if patch is not None:
+            patch.undo()
+
+
+def _nudged(values: list[np.ndarray]) -> list[np.ndarray]:
+    """Every float variable moved by one unit in the last place, up or down at random."""
+    rng = np.random.default_rng(5)
+    eps = {np.dtype("float32"): 2.0**-23, np.dtype("float64"): 2.0**-52}
+    return [(v * (1 + eps[v.dtype] * rng.choice([-1, 1], v.shape))).astype(v.dtype)
+            if v.dtype in eps else v for v in values]
+
+
+@pytest.mark.parametrize("name", CURVES)
 def test_200_training_steps_follow_the_same_loss_curve(name, built):
     b = built(name)
     start = snapshot(b.model)
-    curves = []
-    for patched in (False, True):
+    try:
+        stock = _curve(b, name, start, False)
+        patched = _curve(b, name, start, True)
+        assert stock[-1] < 0.5 * stock[0]  # it learns
+
+        def deviation(curve):
+            return np.abs(curve - stock) / np.maximum(np.abs(stock), 0.01 * stock[0])
+
+        apart = deviation(patched)
+        # The first steps agree to rounding whatever follows.
+        assert apart[:3].max() < 1e-4, apart[:3]
+        # Rounding-level apart all along: a bump of the curve (the loss rising for a
+        # step) amplifies the difference there for a moment.
+        if np.median(apart) < 1e-4 and apart.max() < 5e-3:
+            return
+        # Where training amplifies any rounding difference (the small CNNs with SGD), the
+        # patched curve is no farther from stock's than stock's own from a start one ulp
+        # away (1e-2 and more: EfficientNetB0's, where the patched is 2e-3 away).
+        own = deviation(_curve(b, name, _nudged(start), False))
+        assert np.median(apart) <= 2 * np.median(own) and apart.max() <= 2 * own.max(), (
+            f"patched apart: median {np.median(apart):.2e}, max {apart.max():.2e}; stock "
+            f"from a nudged start: median {np.median(own):.2e}, max {own.max():.2e}")
+    finally:
         restore(b.model, start)
-        patch = tf_ops.patch_keras() if patched else None
-        try:
-            b.model.compile(optimizer=CURVE_OPTIMIZERS[name](), loss=b.loss, jit_compile=False)
-            curves.append(np.array([b.model.train_on_batch(b.x, b.y, return_dict=True)["loss"]
-                                    for _ in range(200)]))
-        finally:
-            if patch is not None:
-                patch.undo()
-    restore(b.model, start)
-    stock, patched = curves
-    assert stock[-1] < 0.5 * stock[0]  # it learns
-    deviation = np.abs(patched - stock) / np.maximum(np.abs(stock), 0.01 * stock[0])
-    # Rounding-level apart all along: a bump of the curve (the loss rising for a step)
-    # amplifies the difference there for a moment.
-    assert np.median(deviation) < 1e-4 and deviation.max() < 5e-3, deviation
