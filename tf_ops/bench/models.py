@@ -343,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{machine['keras']}; patched families: {', '.join(args.only or ['all'])}")
     if args.from_json:
         rows, machine = load_rows(args.from_json.split(","))
+        order = {name: i for i, name in enumerate(model_zoo.CASES)}
+        rows.sort(key=lambda r: (order.get(r.model, len(order)), r.step != "train",
+                                 r.mode != "graph"))
     else:
         rows = []
         for name in args.models:
