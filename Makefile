@@ -7,8 +7,11 @@
 #   make engine-test  the CPU engine under ASan + UBSan (TF-free, tests/engine/)
 #   make gpu-selftest-cpu  the CUDA kernels' self-test on the CPU, plain and
 #                under ASan + UBSan and TSan (no GPU, no nvcc; tools/gpu_selftest_cpu.sh)
-#   make demo    build, then a short script using the ops from TF and Keras
+#   make demo    build, then tf_ops.patch_keras() on a keras.applications model: the
+#                interleaved speed-up of its train step, and its TFLite export
 #   make bench   build, then the benchmark suite (BENCH_ARGS="--quick" for ~1 min)
+#   make bench-models  build, then the model benchmark, stock Keras vs patch_keras()
+#                (BENCH_ARGS="--models ResNet50 --quick"; python -m tf_ops.bench.models -h)
 #   make wheel   a wheel in dist/, built against .venv's TensorFlow (and requiring exactly it)
 #   make compat TF=2.20  the whole suite against another TensorFlow (TF_DIST=tensorflow-cpu
 #                for that distribution), in a copy of the sources with a venv of its own
@@ -49,8 +52,8 @@ WHEEL_BUILD_DIR ?= $(BUILD_DIR)-wheel
 REQ_STAMP := $(VENV)/.installed-$(TF_DIST)-$(TF)-$(shell cat requirements-dev.txt requirements-keras-hub.txt | cksum | cut -d' ' -f1)
 TF_DISTRIBUTIONS := tensorflow tensorflow-cpu
 
-.PHONY: venv build engine-test test test-quick demo bench wheel compat gpu-selftest \
-  gpu-selftest-cpu bazel-build clean
+.PHONY: venv build engine-test test test-quick demo bench bench-models wheel compat \
+  gpu-selftest gpu-selftest-cpu bazel-build clean
 
 venv: $(REQ_STAMP)
 
@@ -103,6 +106,9 @@ demo: build
 
 bench: build
 	PYTHONPATH=$(CURDIR) $(PY) -m tf_ops.bench $(BENCH_ARGS)
+
+bench-models: build
+	PYTHONPATH=$(CURDIR) $(PY) -m tf_ops.bench.models $(BENCH_ARGS)
 
 # pip builds with scikit-build-core (pyproject.toml) against the venv's TensorFlow, in a CMake
 # tree of its own that later `make wheel` runs reuse.

@@ -40,6 +40,7 @@ from tf_ops.python.core.cpu_info import active_cpu_isa
 from tf_ops.python.core.gpu import GpuFallbackWarning, GpuStatus
 from tf_ops.python.core.library import BuildInfo, build_info, gpu_status, library_path, load_library
 from tf_ops.python.core.portable import is_portable, portable
+from tf_ops.python.patch import patch_keras, patch_summary
 
 globals().update(_FUNCTIONS)
 globals().update(_FUSED_FUNCTIONS)
@@ -70,6 +71,8 @@ __all__ = sorted(
         "layers",
         "library_path",
         "load_library",
+        "patch_keras",
+        "patch_summary",
         "portable",
     ]
 )

@@ -36,6 +36,8 @@ from tf_ops.python.core.library import load_library as load_library
 from tf_ops.python.softmax.functions import log_softmax as log_softmax
 from tf_ops.python.softmax.functions import log_softmax_grad as log_softmax_grad
 from tf_ops import losses as losses
+from tf_ops.python.patch import patch_keras as patch_keras
+from tf_ops.python.patch import patch_summary as patch_summary
 from tf_ops.python.core.portable import portable as portable
 from tf_ops.python.norm.functions import rms_norm as rms_norm
 from tf_ops.python.norm.functions import rms_norm_grad as rms_norm_grad
@@ -114,6 +116,8 @@ __all__ = [
     'mish',
     'mish_grad',
     'mish_grad_grad',
+    'patch_keras',
+    'patch_summary',
     'portable',
     'reglu',
     'rms_norm',

@@ -44,14 +44,10 @@ def _machine(args: argparse.Namespace) -> dict:
 
     import tf_ops
 
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    from tf_ops.bench.machine import cpu_name
+
     return {
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "gpus": [d.name for d in tf.config.list_physical_devices("GPU")],
         "tensorflow": tf.__version__,

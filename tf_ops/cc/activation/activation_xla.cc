@@ -117,7 +117,7 @@ class ActivationGradXlaOp : public tensorflow::XlaOpKernel {
                                             {"gradients", VName<Op>()}));
     const xla::PrimitiveType type = ctx->input_xla_type(0);
     const XlaValue g = Widen(ctx->Input(0), type);
-    const XlaValue v = Widen(Isolated(ctx->Input(1), Use::kGrad), type);
+    const XlaValue v = Widen(Isolated(ctx, ctx->Input(1), Use::kGrad), type);
     ctx->SetOutput(0, Narrow(GradOf(op_, g, v), v, type));
   }
 
@@ -143,9 +143,9 @@ class ActivationGradGradXlaOp : public tensorflow::XlaOpKernel {
     // Each output from its own isolated v; XLA removes an output nothing uses,
     // with all that only it needed (the unused half of each GradGradOf).
     const XlaValue v1 =
-        Widen(Isolated(ctx->Input(2), Use::kGradGradFirst), type);
+        Widen(Isolated(ctx, ctx->Input(2), Use::kGradGradFirst), type);
     const XlaValue v2 =
-        Widen(Isolated(ctx->Input(2), Use::kGradGradSecond), type);
+        Widen(Isolated(ctx, ctx->Input(2), Use::kGradGradSecond), type);
     ctx->SetOutput(0, Narrow(GradGradOf(op_, u, g, v1).d_gradients, v1, type));
     ctx->SetOutput(1, Narrow(GradGradOf(op_, u, g, v2).d_v, v2, type));
   }

@@ -198,8 +198,8 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
   // kGrad; dx: kGradGradFirst).
   static std::pair<XlaValue, XlaValue> GradInputs(
       tensorflow::XlaOpKernelContext* ctx, const Channels& ch, Use use) {
-    return {Widen(Isolated(ctx->Input(0), use), ch.type),
-            Widen(Isolated(ctx->Input(1), use), ch.type)};
+    return {Widen(Isolated(ctx, ctx->Input(0), use), ch.type),
+            Widen(Isolated(ctx, ctx->Input(1), use), ch.type)};
   }
 
   // The grad ops' pass 1: the affine of their statistics and the parameter

@@ -109,7 +109,7 @@ class BiasGradXlaOp : public BiasXlaBase<Act> {
     OP_REQUIRES_OK(ctx, b.status());
     const xla::PrimitiveType type = ctx->input_xla_type(0);
     const XlaValue g = Widen(ctx->Input(0), type);
-    const XlaValue x = Widen(Isolated(ctx->Input(1), Use::kGrad), type);
+    const XlaValue x = Widen(Isolated(ctx, ctx->Input(1), Use::kGrad), type);
     const XlaOp dx = BiasGradOf(this->act_, g, x, *b).Op(x.op());
     ctx->SetOutput(0, Narrow(XlaValue(dx), x, type));
     // The bias gradient: dx before rounding, summed in the accumulation type.
@@ -156,7 +156,7 @@ class GatedXlaBase : public tensorflow::XlaOpKernel {
     const xla::PrimitiveType type = ctx->input_xla_type(x_index);
     // The grad op's features go through Isolated (xla_isolated.h).
     const XlaOp features = isolate
-                               ? Isolated(ctx->Input(x_index), Use::kGrad)
+                               ? Isolated(ctx, ctx->Input(x_index), Use::kGrad)
                                : ctx->Input(x_index);
     XlaOp a_op = xla::SliceInDim(features, 0, half, 1, last);
     XlaOp b_op = xla::SliceInDim(features, half, 2 * half, 1, last);

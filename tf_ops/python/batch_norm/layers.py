@@ -26,15 +26,63 @@ statistics, and so the moving averages after a training step, are NaN.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import keras
 import tensorflow as tf
 
 from tf_ops.python.batch_norm import functions, synchronized
-from tf_ops.python.batch_norm.activation_spec import resolve
+from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
 
 PACKAGE = "tf_ops"
+
+
+def _keras_path(layer: keras.layers.BatchNormalization, mask, replicas) -> bool:
+    """Whether `layer` needs Keras's own call: what the fused ops leave to it (a mask:
+    weighted moments; renorm), and synchronized statistics where the fused ops would
+    be composites anyway (portable mode, XLA without the lowerings)."""
+    if mask is not None or getattr(layer, "renorm", False):
+        return True
+    return replicas is not None and not synchronized.fused_ops_available()
+
+
+def fused_call(layer: keras.layers.BatchNormalization, inputs, training, mask,
+               spec: ActivationSpec, keras_call: Callable[..., Any]):
+    """What `BatchNormalization.call` computes, for any Keras batch-norm `layer` (this
+    class's, or Keras's own under `tf_ops.patch_keras()`): the fused ops with the
+    activation `spec`, and the moving averages updated as Keras does; `keras_call`
+    (Keras's own call) followed by the activation for what the ops do not cover."""
+    training = bool(training) and layer.trainable
+    replicas = (synchronized.replica_context_to_synchronize()
+                if layer.synchronized and training else None)
+    if _keras_path(layer, mask, replicas):
+        outputs = keras_call(inputs, training=training, mask=mask)
+        return spec.apply(outputs)
+    x = tf.convert_to_tensor(inputs)
+    u = functions.channel_dtype(x.dtype)
+    gamma = tf.cast(layer.gamma, u) if layer.scale else None
+    beta = tf.cast(layer.beta, u) if layer.center else None
+    if training:
+        if replicas is not None:
+            y, mean, variance = synchronized.batch_norm_synchronized(
+                x, gamma, beta, layer.moving_mean, replicas, axis=layer.axis,
+                epsilon=layer.epsilon, activation=spec)
+        else:
+            y, mean, variance = functions.batch_norm(
+                x, gamma, beta, axis=layer.axis, epsilon=layer.epsilon, activation=spec)
+        moving_mean = tf.cast(layer.moving_mean, u)
+        moving_variance = tf.cast(layer.moving_variance, u)
+        layer.moving_mean.assign(tf.cast(
+            moving_mean * layer.momentum + mean * (1.0 - layer.momentum),
+            layer.moving_mean.dtype))
+        layer.moving_variance.assign(tf.cast(
+            moving_variance * layer.momentum + variance * (1.0 - layer.momentum),
+            layer.moving_variance.dtype))
+    else:
+        y = functions.batch_norm_inference(
+            x, layer.moving_mean, layer.moving_variance, gamma, beta, axis=layer.axis,
+            epsilon=layer.epsilon, activation=spec)
+    return tf.cast(y, layer.compute_dtype) if y.dtype != layer.compute_dtype else y
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -64,47 +112,8 @@ class BatchNormalization(keras.layers.BatchNormalization):
     def activation(self):
         return self._activation_spec.name
 
-    def _keras_path(self, mask, replicas) -> bool:
-        """Keras's own call for what the fused ops leave to it: a mask (weighted
-        moments), renorm, and synchronized statistics where the fused ops would be
-        composites anyway (portable mode, XLA without the lowerings)."""
-        if mask is not None or getattr(self, "renorm", False):
-            return True
-        return replicas is not None and not synchronized.fused_ops_available()
-
     def call(self, inputs, training=None, mask=None):
-        training = bool(training) and self.trainable
-        replicas = (synchronized.replica_context_to_synchronize()
-                    if self.synchronized and training else None)
-        if self._keras_path(mask, replicas):
-            outputs = super().call(inputs, training=training, mask=mask)
-            return self._activation_spec.apply(outputs)
-        x = tf.convert_to_tensor(inputs)
-        u = functions.channel_dtype(x.dtype)
-        gamma = tf.cast(self.gamma, u) if self.scale else None
-        beta = tf.cast(self.beta, u) if self.center else None
-        spec = self._activation_spec
-        if training:
-            if replicas is not None:
-                y, mean, variance = synchronized.batch_norm_synchronized(
-                    x, gamma, beta, self.moving_mean, replicas, axis=self.axis,
-                    epsilon=self.epsilon, activation=spec)
-            else:
-                y, mean, variance = functions.batch_norm(
-                    x, gamma, beta, axis=self.axis, epsilon=self.epsilon, activation=spec)
-            moving_mean = tf.cast(self.moving_mean, u)
-            moving_variance = tf.cast(self.moving_variance, u)
-            self.moving_mean.assign(tf.cast(
-                moving_mean * self.momentum + mean * (1.0 - self.momentum),
-                self.moving_mean.dtype))
-            self.moving_variance.assign(tf.cast(
-                moving_variance * self.momentum + variance * (1.0 - self.momentum),
-                self.moving_variance.dtype))
-        else:
-            y = functions.batch_norm_inference(
-                x, self.moving_mean, self.moving_variance, gamma, beta, axis=self.axis,
-                epsilon=self.epsilon, activation=spec)
-        return tf.cast(y, self.compute_dtype) if y.dtype != self.compute_dtype else y
+        return fused_call(self, inputs, training, mask, self._activation_spec, super().call)
 
     def get_config(self):
         config = super().get_config()

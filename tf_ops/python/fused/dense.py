@@ -33,6 +33,16 @@ PACKAGE = "tf_ops"
 _FUSABLE = {activations.FUNCTIONS[entry.function]: entry for entry in fused.GATES.values()}
 
 
+def bias_activation_call(layer: keras.layers.Dense, inputs, function: str, attrs: dict):
+    """``function(inputs @ kernel + bias, **attrs)`` with the bias and the tf_ops
+    activation `function` (``"gelu"``) in one op after the matmul: what `Dense`
+    computes, for any Keras Dense `layer` with a bias (Keras's own too, under
+    `tf_ops.patch_keras()`)."""
+    x = keras.ops.matmul(inputs, layer.kernel)
+    bias = keras.ops.cast(layer.bias, x.dtype)
+    return activations.FUNCTIONS[function](x, bias=bias, **attrs)
+
+
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class Dense(keras.layers.Dense):
     """`keras.layers.Dense` with ``activation(x @ kernel + bias)`` fused after the
@@ -55,9 +65,7 @@ class Dense(keras.layers.Dense):
         entry = self._fused_entry()
         if entry is None:
             return super().call(inputs, training=training)
-        x = keras.ops.matmul(inputs, self.kernel)
-        bias = keras.ops.cast(self.bias, x.dtype)
-        return activations.FUNCTIONS[entry.function](x, bias=bias)
+        return bias_activation_call(self, inputs, entry.function, {})
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

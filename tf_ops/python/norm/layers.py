@@ -19,6 +19,8 @@ is not RMS normalisation) runs Keras's own ``call``.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import keras
 
 from tf_ops.python.norm import functions as norm
@@ -37,6 +39,29 @@ def _residual_spec(self, inputs, residual):
     if residual is None:
         return spec
     return keras.KerasTensor(inputs.shape, dtype=inputs.dtype), spec
+
+
+def layer_norm_call(layer: keras.layers.LayerNormalization, inputs, residual,
+                    keras_call: Callable[..., Any]):
+    """What `LayerNormalization.call` computes, for any Keras layer-norm `layer` (this
+    class's, or Keras's own under `tf_ops.patch_keras()`); `keras_call` (Keras's own
+    call) for ``rms_scaling=True``."""
+    if layer.rms_scaling:
+        if residual is None:
+            return keras_call(inputs)
+        h = inputs + keras.ops.cast(residual, inputs.dtype)
+        return h, keras_call(h)
+    out = norm.layer_norm(inputs, layer.gamma, layer.beta, axis=layer.axis,
+                          epsilon=layer.epsilon, residual=residual)
+    if residual is None:
+        return keras.ops.cast(out, layer.compute_dtype)
+    return out[0], keras.ops.cast(out[1], layer.compute_dtype)
+
+
+def rms_norm_call(layer: keras.layers.RMSNormalization, x, residual=None):
+    """What `RMSNormalization.call` computes, for any Keras RMS-norm `layer`."""
+    return norm.rms_norm(x, layer.scale, axis=layer.axis, epsilon=layer.epsilon,
+                         residual=residual)
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -60,16 +85,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
         super().build(input_shape)
 
     def call(self, inputs, residual=None):
-        if self.rms_scaling:
-            if residual is None:
-                return super().call(inputs)
-            h = inputs + keras.ops.cast(residual, inputs.dtype)
-            return h, super().call(h)
-        out = norm.layer_norm(inputs, self.gamma, self.beta, axis=self.axis,
-                              epsilon=self.epsilon, residual=residual)
-        if residual is None:
-            return keras.ops.cast(out, self.compute_dtype)
-        return out[0], keras.ops.cast(out[1], self.compute_dtype)
+        return layer_norm_call(self, inputs, residual, super().call)
 
     def compute_output_spec(self, inputs, residual=None):
         return _residual_spec(self, inputs, residual)
@@ -93,8 +109,7 @@ class RMSNormalization(keras.layers.RMSNormalization):
         super().build(input_shape)
 
     def call(self, x, residual=None):
-        return norm.rms_norm(x, self.scale, axis=self.axis, epsilon=self.epsilon,
-                             residual=residual)
+        return rms_norm_call(self, x, residual)
 
     def compute_output_spec(self, x, residual=None):
         return _residual_spec(self, x, residual)

@@ -9,9 +9,34 @@ formula (the ops work on one axis).
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import keras
 import tensorflow as tf
 from tf_ops.python.softmax import functions as fn
+
+
+def softmax_call(layer: keras.layers.Softmax, inputs, mask, keras_call: Callable[..., Any]):
+    """What `Softmax.call` computes, for any Keras softmax `layer` (this class's, or
+    Keras's own under `tf_ops.patch_keras()`); `keras_call` (Keras's own call) for
+    several axes."""
+    axis = layer.axis
+    if isinstance(axis, (tuple, list)):
+        if len(axis) > 1:
+            return keras_call(inputs, mask=mask)
+        axis = axis[0]
+    if mask is not None:
+        if len(mask.shape) > len(inputs.shape):
+            raise ValueError(
+                "The `mask` must be broadcastable to `inputs` and must not have more "
+                f"dimensions. Received: inputs.shape={inputs.shape}, mask.shape={mask.shape}")
+        for m_dim, i_dim in zip(mask.shape[::-1], inputs.shape[::-1]):
+            if m_dim is not None and i_dim is not None and m_dim != 1 and m_dim != i_dim:
+                raise ValueError(
+                    "The `mask` must be broadcastable to `inputs`. Each mask dimension "
+                    "must be 1 or match the corresponding input dimension. Received: "
+                    f"inputs.shape={inputs.shape}, mask.shape={mask.shape}")
+    return fn.softmax(inputs, axis=axis, mask=mask)
 
 
 @keras.saving.register_keras_serializable(package="tf_ops")
@@ -26,23 +51,7 @@ class Softmax(keras.layers.Softmax):
     """
 
     def call(self, inputs, mask=None):
-        axis = self.axis
-        if isinstance(axis, (tuple, list)):
-            if len(axis) > 1:
-                return super().call(inputs, mask=mask)
-            axis = axis[0]
-        if mask is not None:
-            if len(mask.shape) > len(inputs.shape):
-                raise ValueError(
-                    "The `mask` must be broadcastable to `inputs` and must not have more "
-                    f"dimensions. Received: inputs.shape={inputs.shape}, mask.shape={mask.shape}")
-            for m_dim, i_dim in zip(mask.shape[::-1], inputs.shape[::-1]):
-                if m_dim is not None and i_dim is not None and m_dim != 1 and m_dim != i_dim:
-                    raise ValueError(
-                        "The `mask` must be broadcastable to `inputs`. Each mask dimension "
-                        "must be 1 or match the corresponding input dimension. Received: "
-                        f"inputs.shape={inputs.shape}, mask.shape={mask.shape}")
-        return fn.softmax(inputs, axis=axis, mask=mask)
+        return softmax_call(self, inputs, mask, super().call)
 
 
 LAYERS = {"Softmax": Softmax}

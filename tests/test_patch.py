@@ -1,0 +1,357 @@
+"""`tf_ops.patch_keras()` on small models: every entry of the patch table runs tf_ops's
+op and matches stock Keras (values, gradients, moving statistics) to float32 rounding;
+an activation layer after BatchNormalization or Dense is fused into it only where that
+is exact; undo, nesting and family selection; the report and the per-model summary;
+.keras files both ways (saved while patched: a stock file; a stock file loaded while
+patched: runs fused); jit_compile and mixed precision. The keras.applications and
+keras-hub models are in test_patch_models.py."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_ops
+from tf_ops.python.patch import FAMILIES, keras_layers, state
+from tf_ops.python.patch.table import ENTRIES
+from patch_checks import assert_close, fused_op_types, restore, snapshot, stock_and_patched
+
+RNG = np.random.default_rng(3)
+
+
+def _images(shape=(4, 6, 6, 3)):
+    return RNG.normal(0, 1, shape).astype("float32")
+
+
+def _conv_bn(activation_layer, bn_kwargs=None):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6, 6, 3))
+    x = keras.layers.Conv2D(5, 3, use_bias=False)(inputs)
+    x = keras.layers.BatchNormalization(name="bn", **(bn_kwargs or {}))(x)
+    x = activation_layer(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, keras.layers.Dense(3)(x))
+
+
+# --- the table and its undo --------------------------------------------------------------
+
+def test_families_and_undo_restore_keras():
+    before = {e.target: state.resolve_target(e.target) for e in ENTRIES if e.replacement}
+    originals = {t: (o, a, o.__dict__.get(a)) for t, (o, a) in before.items()}
+    outer = tf_ops.patch_keras()
+    inner = tf_ops.patch_keras(only=("norm",))
+    assert keras.layers.LayerNormalization.call.__tf_ops_patch__
+    outer.undo()  # out of order: the norm family stays patched for `inner`
+    assert getattr(keras.layers.LayerNormalization.call, "__tf_ops_patch__", None)
+    assert not hasattr(keras.layers.Dense.call, "__tf_ops_patch__")
+    outer.undo()  # twice: nothing
+    inner.undo()
+    assert not state.active_families()
+    for target, (owner, attribute, raw) in originals.items():
+        assert owner.__dict__.get(attribute) is raw, target  # put back, or still inherited
+    with tf_ops.patch_keras(only="softmax", exclude=()) as patch:
+        assert patch.families == ("softmax",) and patch.active
+    assert not patch.active and not state.active_families()
+    with pytest.raises(ValueError, match="unknown families \\['conv'\\]"):
+        tf_ops.patch_keras(only=("conv",))
+
+
+def test_report_says_what_was_patched_and_what_was_left(capsys):
+    with tf_ops.patch_keras(exclude=("loss",), report=True) as patch:
+        printed = capsys.readouterr().out
+        report = patch.report()
+    assert printed.strip() == str(report)
+    rows = {r.entry.target: r for r in report.rows}
+    assert rows.keys() == {e.target for e in ENTRIES}
+    for entry in ENTRIES:
+        row = rows[entry.target]
+        if entry.pending:
+            assert not row.patched and row.why.startswith("not patched yet: ")
+        elif "loss" in entry.families:
+            assert not row.patched and row.why == "its family is not selected"
+        else:
+            assert row.patched and row.why == entry.does, entry.target
+    assert "left     keras sparse categorical cross-entropy" in printed
+    assert set(FAMILIES) == {f for e in ENTRIES for f in e.families}
+
+
+# --- activations, Dense -----------------------------------------------------------------
+
+def test_activations_by_name_function_and_layer():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((7,))
+    x = keras.layers.Dense(8, use_bias=False, activation="gelu")(inputs)  # no bias: gelu alone
+    x = keras.layers.Activation("silu")(x)
+    x = keras.layers.ReLU()(x)
+    x = keras.layers.Dense(8)(x)
+    x = keras.layers.LeakyReLU(negative_slope=0.1)(x)
+    x = keras.layers.ELU(alpha=0.5)(keras.layers.Dense(8)(x))
+    x = keras.layers.Activation(keras.activations.mish)(x)
+    x = keras.layers.Lambda(lambda t: keras.ops.gelu(t, approximate=True))(x)
+    x = keras.layers.Activation("hard_silu")(keras.layers.Dense(8)(x))
+    x = keras.layers.Activation(keras.activations.celu)(x)
+    model = keras.Model(inputs, x)
+    data = RNG.normal(0, 2, (6, 7)).astype("float32")
+    assert_close(*stock_and_patched(model, data, only=("activation",)))
+    ops = fused_op_types(model, data, only=("activation",))
+    for op in ("Gelu", "Swish", "LeakyRelu", "Elu", "Mish", "HardSwish", "Celu"):
+        assert f"TfOps>{op}" in ops and f"TfOps>{op}Grad" in ops, (op, ops)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "relu", keras.activations.swish, "tanh", None])
+def test_dense_fuses_bias_and_activation(activation):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5, 7)), keras.layers.Dense(6, activation=activation)])
+    data = RNG.normal(0, 1, (3, 5, 7)).astype("float32")
+    assert_close(*stock_and_patched(model, data, only=("dense",)))
+    ops = fused_op_types(model, data)
+    fused = activation not in ("tanh", None)
+    assert any(op.startswith("TfOps>Bias") for op in ops) == fused, ops
+
+
+def test_dense_then_activation_layer_is_one_op():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((7,))
+    x = keras.layers.Dense(8, name="fc")(inputs)
+    x = keras.layers.Activation("gelu", name="act")(x)
+    model = keras.Model(inputs, keras.layers.Dense(2)(x))
+    data = RNG.normal(0, 1, (4, 7)).astype("float32")
+    assert_close(*stock_and_patched(model, data))
+    ops = fused_op_types(model, data)
+    assert {"TfOps>BiasGelu", "TfOps>BiasGeluGrad"} <= ops and "TfOps>Gelu" not in ops
+    rows = {r.layers: r.detail for r in tf_ops.patch_summary(model).fused}
+    assert rows["fc + act"] == "bias + gelu in one op"
+
+
+# --- BatchNormalization and the activation after it ---------------------------------------
+
+@pytest.mark.parametrize("activation", [
+    keras.layers.Activation("swish"), keras.layers.ReLU(), keras.layers.Activation("hard_swish"),
+    keras.layers.LeakyReLU(negative_slope=0.3), keras.layers.Activation("linear")])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_and_activation_fused(activation, training):
+    model = _conv_bn(activation)
+    data = _images()
+    assert_close(*stock_and_patched(model, data, training=training))
+    ops = fused_op_types(model, data, training)
+    op = "TfOps>BatchNormTraining" if training else "TfOps>BatchNormInference"
+    assert op in ops and op + "Grad" in ops
+    # The activation runs inside the batch-norm op: no separate activation op.
+    assert not ops - {op, op + "Grad"}, ops
+
+
+def test_batch_norm_frozen_and_moving_statistics():
+    model = _conv_bn(keras.layers.Activation("swish"), {"momentum": 0.5})
+    model.get_layer("bn").trainable = False  # Keras: inference-mode statistics, even training
+    assert_close(*stock_and_patched(model, _images(), training=True))
+    model.get_layer("bn").trainable = True
+    stock, patched = stock_and_patched(model, _images(), training=True)
+    assert_close(stock, patched)
+    moved = [k for k in stock if k.startswith("state") and "moving" in k]
+    assert len(moved) == 2  # the moving mean and variance were compared after the update
+
+
+def test_pairs_only_where_exact():
+    """No fusion where the batch norm's output is needed as it is: a model output, a
+    second consumer, a shared layer; a feature extractor on the same layers gets the
+    batch norm's own output."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6, 6, 3))
+    x = keras.layers.Conv2D(4, 3)(inputs)
+    bn = keras.layers.BatchNormalization(name="bn")
+    y = bn(x)
+    act = keras.layers.Activation("swish", name="act")(y)
+    z = keras.layers.BatchNormalization(name="bn2")(act)
+    both = keras.layers.Add()([keras.layers.Activation("relu", name="relu2")(z), z])  # z: 2 uses
+    model = keras.Model(inputs, both)
+    features = keras.Model(inputs, y)  # the first batch norm's output itself
+    data = _images()
+    assert_close(*stock_and_patched(model, data))
+    assert_close(*stock_and_patched(features, data))
+    with tf_ops.patch_keras():
+        pairs = {r.layers for r in tf_ops.patch_summary(model).fused}
+        assert "bn + act" in pairs and not any("+" in p and "relu2" in p for p in pairs)
+        assert not any("+" in r.layers for r in tf_ops.patch_summary(features).fused)
+        shared = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
+        layer = shared.layers[0]
+        twice = keras.Sequential([keras.Input((3,)), layer, keras.layers.Activation("gelu"),
+                                  layer])
+        assert not any("+" in r.layers for r in tf_ops.patch_summary(twice).fused)
+
+
+# --- norms, softmax, attention, loss ----------------------------------------------------
+
+def test_layer_and_rms_norm():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((5, 16))
+    x = keras.layers.LayerNormalization()(inputs)
+    x = keras.layers.Dense(16)(x)
+    x = keras.layers.LayerNormalization(axis=[1, 2], center=False, epsilon=1e-5)(x)
+    x = keras.layers.RMSNormalization()(x)
+    left = keras.layers.LayerNormalization(rms_scaling=True, name="left")(x)
+    model = keras.Model(inputs, left)
+    data = RNG.normal(1, 2, (3, 5, 16)).astype("float32")
+    assert_close(*stock_and_patched(model, data, only=("norm",)))
+    ops = fused_op_types(model, data)
+    assert {"TfOps>LayerNorm", "TfOps>LayerNormGrad", "TfOps>RmsNorm", "TfOps>RmsNormGrad"} <= ops
+    left_rows = {r.layers: r.detail for r in tf_ops.patch_summary(model).left}
+    assert left_rows["left"] == "rms_scaling=True (Keras's deprecated variance scaling)"
+
+
+def test_softmax_layer_with_masks():
+    keras.utils.set_random_seed(0)
+    inputs, mask = keras.Input((4, 6)), keras.Input((4, 6), dtype="bool")
+    probs = keras.layers.Softmax()(keras.layers.Dense(6)(inputs), mask=mask)
+    model = keras.Model([inputs, mask], probs)
+    data = RNG.normal(0, 2, (3, 4, 6)).astype("float32")
+    kept = RNG.random((3, 4, 6)) < 0.6
+    kept[0, 1] = False  # a fully masked row: zeros, as Keras's layer gives
+    assert_close(*stock_and_patched(model, [data, kept], only=("softmax",)))
+    assert "TfOps>ScaledMaskedSoftmax" in fused_op_types(model, [data, kept])
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+@pytest.mark.parametrize("causal", [False, True])
+def test_multi_head_attention(dropout, causal):
+    """Without dropout Keras runs ops.dot_product_attention, with it the Softmax layer;
+    a query whose keys are all masked gets Keras's uniform weights."""
+    keras.utils.set_random_seed(0)
+    q, v = keras.Input((5, 8)), keras.Input((7, 8))
+    mask = keras.Input((5, 7), dtype="bool")
+    mha = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, dropout=dropout)
+    model = keras.Model([q, v, mask], mha(q, v, attention_mask=mask, use_causal_mask=causal))
+    kept = RNG.random((2, 5, 7)) < 0.7
+    kept[1, 2] = False
+    data = [RNG.normal(0, 1, (2, 5, 8)).astype("float32"),
+            RNG.normal(0, 1, (2, 7, 8)).astype("float32"), kept]
+    assert_close(*stock_and_patched(model, data, only=("softmax",)))
+    assert "TfOps>ScaledMaskedSoftmax" in fused_op_types(model, data)
+
+
+def test_sparse_cross_entropy_from_logits_and_probabilities():
+    keras.utils.set_random_seed(0)
+    logits = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5)])
+    probs = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="softmax")])
+    data = RNG.normal(0, 1, (8, 6)).astype("float32")
+    labels = RNG.integers(0, 5, (8, 1))
+    labels[3] = -1
+    for model, loss in ((logits, keras.losses.SparseCategoricalCrossentropy(from_logits=True)),
+                        (logits, keras.losses.SparseCategoricalCrossentropy(
+                            from_logits=True, ignore_class=-1)),
+                        (probs, keras.losses.SparseCategoricalCrossentropy())):
+        y = labels if loss.fn.__name__ and getattr(loss, "_fn_kwargs", {}).get(
+            "ignore_class") is not None else np.maximum(labels, 0)
+        assert_close(*stock_and_patched(model, data, y, loss, only=("loss", "softmax")))
+
+    @tf.function
+    def loss_graph(x):
+        return keras.losses.sparse_categorical_crossentropy(np.maximum(labels, 0), probs(x))
+
+    with tf_ops.patch_keras(only=("loss", "softmax")):
+        ops = {op.type for op in loss_graph.get_concrete_function(data).graph.get_operations()}
+    assert "TfOps>SparseSoftmaxCrossEntropy" in ops and "SparseSoftmaxCrossEntropyWithLogits" not in ops
+
+
+# --- keras-hub's own layers ---------------------------------------------------------------
+
+def test_keras_hub_rms_norms():
+    hub = pytest.importorskip("keras_hub")
+    from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as GemmaNorm
+    from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
+    from keras_hub.src.models.qwen3.qwen3_layernorm import Qwen3LayerNorm
+
+    assert hub
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4, 16))
+    x = LlamaLayerNorm(epsilon=1e-5)(inputs)
+    x = GemmaNorm()(keras.layers.Dense(16)(x))
+    x = Qwen3LayerNorm()(keras.layers.Dense(16)(x))
+    model = keras.Model(inputs, x)
+    model.layers[3].scale.assign(RNG.normal(0, 0.3, 16))  # Gemma's 1 + scale, not 1
+    data = RNG.normal(0, 2, (3, 4, 16)).astype("float32")
+    assert_close(*stock_and_patched(model, data, only=("norm",)))
+    assert {"TfOps>RmsNorm", "TfOps>RmsNormGrad"} <= fused_op_types(model, data)
+
+
+# --- files, jit, mixed precision, the summary --------------------------------------------------
+
+def test_stock_file_loaded_while_patched_runs_fused(tmp_path):
+    model = _conv_bn(keras.layers.Activation("swish"))
+    path = tmp_path / "stock.keras"
+    model.save(path)  # saved unpatched
+    data = _images()
+    expected = model(data, training=False).numpy()
+    with tf_ops.patch_keras():
+        loaded = keras.models.load_model(path)
+        got = loaded(data, training=False).numpy()
+        assert type(loaded.get_layer("bn")) is keras.layers.BatchNormalization
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert "TfOps>BatchNormInference" in fused_op_types(loaded, data, training=False)
+
+
+def _jit_train_step(model, x) -> tuple[dict[str, np.ndarray], set[str]]:
+    """One XLA-compiled forward and backward pass (`step`'s, with the moving statistics
+    updated) traced now, so under whatever patch is active: the results, and the op
+    types of the traced graph."""
+    w = np.random.default_rng(1).normal(size=(x.shape[0], 3)).astype("float32")
+
+    @tf.function(jit_compile=True)
+    def run(x):
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            value = tf.reduce_sum(out * w)
+        return out, tape.gradient(value, model.trainable_weights)
+
+    out, grads = run(x)
+    result = {"output": out.numpy()}
+    result.update({f"grad {i} {v.path}": g.numpy()
+                   for i, (v, g) in enumerate(zip(model.trainable_weights, grads))})
+    result.update({f"state {i} {v.path}": v.numpy()
+                   for i, v in enumerate(model.non_trainable_weights)})
+    return result, {op.type for op in run.get_concrete_function(x).graph.get_operations()}
+
+
+def test_jit_compile_and_mixed_precision(monkeypatch):
+    model = _conv_bn(keras.layers.Activation("gelu", name="gelu"))
+    data = _images()
+    start = snapshot(model)
+    expected, _ = _jit_train_step(model, data)
+    restore(model, start)
+    with tf_ops.patch_keras():
+        got, ops = _jit_train_step(model, data)
+    restore(model, start)
+    assert_close(expected, got)
+    # Under XLA batch norm runs the ops' lowerings, with the activation after it in the
+    # same op, forward and backward.
+    assert keras_layers._BATCH_NORM_LOWERED
+    assert {"TfOps>BatchNormTraining", "TfOps>BatchNormTrainingGrad"} <= ops
+    assert not ops & {"TfOps>Gelu", "TfOps>GeluGrad", "Erf"}
+    # In a library without those lowerings (-DTF_OPS_XLA=OFF, Bazel): Keras's own code
+    # rather than a composite of the same math, then the activation's op.
+    monkeypatch.setattr(keras_layers, "_BATCH_NORM_LOWERED", False)
+    with tf_ops.patch_keras():
+        got, ops = _jit_train_step(model, data)
+    restore(model, start)
+    assert_close(expected, got)
+    assert "TfOps>Gelu" in ops and "TfOps>BatchNormTraining" not in ops
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        half = _conv_bn(keras.layers.Activation("swish"))
+    finally:
+        keras.config.set_dtype_policy("float32")
+    stock, patched = stock_and_patched(half, data)
+    assert patched["output"].dtype == np.float16
+    assert_close(stock, patched, rtol=2e-3, atol=2e-3)
+
+
+def test_summary_of_an_unpatched_model_says_what_the_patch_would_do():
+    model = _conv_bn(keras.layers.Activation("swish", name="swish"))
+    summary = tf_ops.patch_summary(model)
+    assert not state.active_families()
+    text = str(summary)
+    assert "not active now: what it would do" in text
+    assert [r.layers for r in summary.fused] == ["bn + swish"]
+    assert "tf_ops has no op for: Conv2D x1, GlobalAveragePooling2D x1" in text
+    assert summary.fused[0].detail == "batch norm + swish in one op"

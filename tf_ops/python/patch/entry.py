@@ -1,0 +1,62 @@
+"""One line of the patch table (`table.py`): an attribute of Keras or keras-hub that
+`tf_ops.patch_keras()` replaces, the family it belongs to, and what runs instead."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+# The families `patch_keras(only=...)` selects, and what each one patches.
+FAMILIES: dict[str, str] = {
+    "activation": "activations by name, function or layer (keras.activations, Activation, "
+                  "ReLU, LeakyReLU, ELU)",
+    "dense": "Dense's bias + activation in one op: its own activation, or an activation "
+             "layer right after it",
+    "batch_norm": "BatchNormalization, fused with an activation layer right after it",
+    "norm": "LayerNormalization, RMSNormalization and keras-hub's RMS norms",
+    "softmax": "softmax: the Softmax layer (masks), attention (MultiHeadAttention), the "
+               "softmax activation",
+    "loss": "sparse categorical cross-entropy",
+    "rotary": "keras-hub's rotary position embedding",
+    "lm_head": "keras-hub's tied-embedding language-model head and its loss",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One replaced attribute.
+
+    Attributes:
+      target: ``"module:Class.attribute"`` (or ``"module:function"``) of what is
+        replaced, as the patch imports it.
+      families: the families it serves; installed while any of them is active.
+      replacement: ``original -> replacement``: makes what is installed from what was
+        there (the replacement falls back to it for what tf_ops does not cover). None
+        for an entry that is not patched yet (`pending`).
+      does: what runs instead, in a line (the report's text).
+      label: how the report names the target (default: from `target`).
+      requires: the package that must be importable (``"keras_hub"``); otherwise the
+        entry is left, and the report says so.
+      pending: for an entry not patched yet: why, and what will land it.
+    """
+
+    target: str
+    families: tuple[str, ...]
+    replacement: Callable[[Any], Any] | None
+    does: str
+    label: str = ""
+    requires: str = "keras"
+    pending: str = ""
+
+    def __post_init__(self):
+        unknown = set(self.families) - set(FAMILIES)
+        if unknown:
+            raise ValueError(f"unknown families {sorted(unknown)} in patch entry {self.target}")
+
+    @property
+    def name(self) -> str:
+        if self.label:
+            return self.label
+        module, _, path = self.target.partition(":")
+        package = module.split(".")[0]
+        return f"{package}.{path}"

@@ -1,0 +1,80 @@
+"""The patch table: every attribute of Keras and keras-hub that `tf_ops.patch_keras()`
+replaces, one `Entry` each, in one list (`ENTRIES`).
+
+A new kernel family reaches models by a line here: its entry names what it replaces
+(``"module:Class.call"``), its family, and a factory that makes the replacement from
+the original (which it falls back to for what the ops do not cover). Entries whose
+kernels have not landed yet are listed with ``pending`` (the report shows them as left,
+with the reason), so landing one is filling in its ``replacement``.
+"""
+
+from __future__ import annotations
+
+from tf_ops.python.patch import functional, keras_backend, keras_hub, keras_layers
+from tf_ops.python.patch.entry import FAMILIES, Entry
+
+_NN = keras_backend.NN
+_LAYERS = "keras.src.layers"
+_HUB = "keras_hub.src"
+
+ENTRIES: tuple[Entry, ...] = (
+    # --- activation: Keras's backend functions, so every name, function and layer ------
+    *(Entry(f"{_NN}:{name}", ("activation",), keras_backend.ACTIVATION_FACTORIES[name],
+            f"tf_ops.{fn} (one kernel each way)", label=f"keras activation {name!r}")
+      for name, (fn, _) in keras_backend.ACTIVATIONS.items()),
+    Entry(keras_backend.MISH, ("activation",), keras_backend.make_mish,
+          "tf_ops.mish", label="keras activation 'mish'"),
+    # --- dense -------------------------------------------------------------------------
+    Entry(functional.DENSE_CALL, ("dense",), keras_layers.make_dense_call,
+          "matmul, then bias + activation in one TfOps>Bias{Act} op (forward and backward)",
+          label="keras.layers.Dense"),
+    # --- batch_norm --------------------------------------------------------------------
+    Entry(functional.BATCH_NORM_CALL, ("batch_norm",), keras_layers.make_batch_norm_call,
+          "TfOps>BatchNormTraining / BatchNormInference, with the activation after it fused",
+          label="keras.layers.BatchNormalization"),
+    # Both families fuse an activation layer into the layer before it.
+    Entry(functional.RUN_THROUGH_GRAPH, ("batch_norm", "dense"),
+          functional.make_run_through_graph,
+          "fuses an activation layer into the BatchNormalization or Dense before it",
+          label="functional models: layer + activation pairs"),
+    # --- norm --------------------------------------------------------------------------
+    Entry(f"{_LAYERS}.normalization.layer_normalization:LayerNormalization.call", ("norm",),
+          keras_layers.make_layer_norm_call, "TfOps>LayerNorm",
+          label="keras.layers.LayerNormalization"),
+    Entry(f"{_LAYERS}.normalization.rms_normalization:RMSNormalization.call", ("norm",),
+          keras_layers.make_rms_norm_call, "TfOps>RmsNorm",
+          label="keras.layers.RMSNormalization"),
+    *(Entry(target, ("norm",), keras_hub.make_rms_norm_call(offset, output),
+            "TfOps>RmsNorm" + (" (with 1 + scale)" if offset else ""), requires="keras_hub",
+            label="keras_hub " + target.split(":")[1].removesuffix(".call"))
+      for target, offset, output in keras_hub.RMS_NORMS),
+    # --- softmax -----------------------------------------------------------------------
+    Entry(f"{_LAYERS}.activations.softmax:Softmax.call", ("softmax",),
+          keras_layers.make_softmax_call, "TfOps>Softmax / ScaledMaskedSoftmax (masks)",
+          label="keras.layers.Softmax"),
+    Entry(f"{_NN}:dot_product_attention", ("softmax",), keras_backend.make_dot_product_attention,
+          "scale + mask + softmax in one TfOps>ScaledMaskedSoftmax",
+          label="keras.ops.dot_product_attention (MultiHeadAttention)"),
+    Entry(f"{_NN}:softmax", ("softmax",), keras_backend.make_softmax, "TfOps>Softmax",
+          label="keras activation 'softmax'"),
+    # --- loss --------------------------------------------------------------------------
+    Entry(f"{_NN}:sparse_categorical_crossentropy", ("loss",),
+          keras_backend.make_sparse_categorical_crossentropy,
+          "TfOps>SparseSoftmaxCrossEntropy (loss and gradient in one pass)",
+          label="keras sparse categorical cross-entropy"),
+    # --- pending: their kernels land separately ------------------------------------------
+    Entry(f"{_HUB}.layers.modeling.rotary_embedding:RotaryEmbedding.call", ("rotary",), None,
+          "tf_ops.layers.RotaryEmbedding's kernel", requires="keras_hub",
+          label="keras_hub RotaryEmbedding",
+          pending="not patched yet: tf_ops has no rotary kernel yet (the rotary family, "
+                  "tf_ops.rotary_embedding, lands separately; then this entry runs it)"),
+    Entry(f"{_HUB}.models.causal_lm:CausalLM.compute_loss", ("lm_head",), None,
+          "tf_ops.linear_cross_entropy on the tied embedding", requires="keras_hub",
+          label="keras_hub tied LM head + loss",
+          pending="not patched yet: training the tied head with linear_cross_entropy from "
+                  "fit lands separately; the logits and their loss run Keras's (the loss "
+                  "family's kernel where Keras's is sparse cross-entropy)"),
+)
+
+assert len({e.target for e in ENTRIES}) == len(ENTRIES), "one entry per target"
+assert {f for e in ENTRIES for f in e.families} == set(FAMILIES), "every family has entries"
