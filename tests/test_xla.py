@@ -19,17 +19,16 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels
 
 import tf_ops
-from checks import assert_close, tape_derivatives
+from checks import assert_close, assert_each_case, tape_derivatives
 from op_specs import (
     DTYPE_IDS,
+    DTYPES,
     EPS,
     SPECS,
     Tolerance,
     as_f64,
-    dtype_params,
     round_attrs,
     sample,
-    spec_attr_params,
     spec_params,
     to_dtype,
 )
@@ -72,11 +71,11 @@ def _pair(tol: Tolerance) -> Tolerance:
 
 def _all_passes(spec, attrs):
     """forward y, tape gradient dx with upstream g, second derivative d2x = g f''(x)
-    from nested tapes, and the grad op called directly on (g, v)."""
+    from nested tapes, and the grad op called directly on (gv, v)."""
 
-    def fn(x, g, v):
+    def fn(x, g, gv, v):
         y, dx, d2x = tape_derivatives(lambda t: spec.forward(t, **attrs), x, g)
-        return y, dx, d2x, spec.grad_op(g, v, **attrs)
+        return y, dx, d2x, spec.grad_op(gv, v, **attrs)
 
     return fn
 
@@ -100,54 +99,77 @@ def _assert_second_order(d2x, non_jit, expected, dtype, what):
     )
 
 
-@pytest.mark.parametrize("dtype", dtype_params())
-@pytest.mark.parametrize("spec,attrs", spec_attr_params())
-def test_jit_matches_non_jit_and_reference(spec, attrs, dtype, backend):
+# One input vector per case: random samples over the range (forward, tape
+# gradients, grad op), then the special values. The grad op also gets (1.5, a special
+# v) and (a special g, an ordinary v) after its samples.
+N = 257
+SPECIAL_G = np.array([math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -2.0])
+SPECIAL_G_V = np.array([0.5, -0.5, 0.5, 0.25, -0.5, 2.0, -2.0])
+S = len(SPECIALS)
+
+
+def _case_inputs(spec, attrs, dtype):
+    """(x, g, gv, v) in `dtype`: x and g for the forward and the tapes, (gv, v) for the grad op."""
+    x = to_dtype(np.concatenate([sample((N,), seed=40, lo=-3, hi=1), SPECIALS]), dtype)
+    g = to_dtype(np.concatenate([sample((N,), seed=41, lo=-1, hi=0.5), np.full(S, 1.5)]), dtype)
+    v = to_dtype(np.concatenate([spec.grad_input(as_f64(x[:N]), attrs), as_f64(x[N:]),
+                                 spec.grad_input(SPECIAL_G_V, attrs)]), dtype)
+    gv = to_dtype(np.concatenate([as_f64(g), SPECIAL_G]), dtype)
+    return tuple(tf.constant(a) for a in (x, g, gv, v))
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_jit_matches_non_jit_reference_and_special_values(spec, backend):
+    """Every attribute variant and dtype of the op in one compiled function (one XLA
+    compile, one non-jit trace): forward, tape gradient, nested-tape second derivative
+    and the grad op against the float64 references and the non-jit kernels on random
+    samples; at +-inf the same limits as the kernels (never NaN), NaN for NaN, and
+    zeros keep their signs, for the forward and for the grad op with special v and
+    special gradients."""
+    cases = [(dict(attrs), dtype) for attrs in spec.attr_variants for dtype in DTYPES]
+    inputs = [_case_inputs(spec, attrs, dtype) for attrs, dtype in cases]
+
+    def all_cases(inputs):
+        return [_all_passes(spec, attrs)(x, g, gv, v) for (attrs, _), (x, g, gv, v) in zip(cases, inputs)]
+
+    jit = tf.function(all_cases, jit_compile=True)(inputs)
+    non_jit = tf.function(all_cases)(inputs)
+
+    def check(i):
+        attrs, dtype = cases[i]
+        _check_case(spec, attrs, dtype, backend, inputs[i], jit[i], non_jit[i])
+
+    assert_each_case(range(len(cases)), check)
+
+
+def _check_case(spec, attrs, dtype, backend, inputs, jit, non_jit):
+    x, g, gv, v = (as_f64(t) for t in inputs)
     ra = round_attrs(attrs)
-    x = tf.constant(to_dtype(sample((257,), seed=40, lo=-3, hi=1), dtype))
-    g = tf.constant(to_dtype(sample((257,), seed=41, lo=-1, hi=0.5), dtype))
-    v = tf.constant(to_dtype(spec.grad_input(as_f64(x), attrs), dtype))
-    fn = _all_passes(spec, attrs)
-    jit = tf.function(fn, jit_compile=True)(x, g, v)
-    non_jit = tf.function(fn)(x, g, v)
     what = f"{spec.op_type}{attrs} {DTYPE_IDS[dtype]} {backend}"
     names = ("forward", "first-order gradient", "second-order gradient", "grad op")
-    for name, a in zip(names, jit):
-        assert a.dtype == dtype and a.shape == x.shape, f"{what} {name}"
+    for name, a, like in zip(names, jit, (x, x, x, v)):
+        assert a.dtype == dtype and a.shape == like.shape, f"{what} {name}: {a.dtype} {a.shape}"
+    y, dx, d2x, grad_op = (as_f64(a) for a in jit)
+    y_nj, dx_nj, d2x_nj, grad_op_nj = (as_f64(a) for a in non_jit)
+    s = slice(0, N)  # the random samples
 
     tol = spec.tolerance(dtype)
-    y, dx, d2x, grad_op = jit
-    assert_close(y, spec.ref(as_f64(x), **ra), tol, f"{what} forward vs reference")
-    assert_close(y, as_f64(non_jit[0]), _pair(tol), f"{what} forward vs non-jit")
+    assert_close(y[s], spec.ref(x[s], **ra), tol, f"{what} forward vs reference")
+    assert_close(y[s], y_nj[s], _pair(tol), f"{what} forward vs non-jit")
     # The gradient op receives what the forward produced (Elu: its rounded outputs).
-    y_seen = as_f64(y) if spec.grad_takes_outputs else as_f64(x)
-    grad_tol = spec.grad_tolerance(dtype, g)
-    assert_close(dx, spec.ref_grad(as_f64(g), y_seen, **ra), grad_tol, f"{what} gradient vs reference")
-    assert_close(dx, as_f64(non_jit[1]), _pair(grad_tol), f"{what} gradient vs non-jit")
-    assert_close(grad_op, spec.ref_grad(as_f64(g), as_f64(v), **ra), grad_tol, f"{what} grad op vs reference")
-    assert_close(grad_op, as_f64(non_jit[3]), _pair(grad_tol), f"{what} grad op vs non-jit")
-    expected_d2x = as_f64(g) * spec.ref_second(as_f64(x), **ra)
-    _assert_second_order(d2x, non_jit[2], expected_d2x, dtype, f"{what} second order")
+    y_seen = y[s] if spec.grad_takes_outputs else x[s]
+    grad_tol = spec.grad_tolerance(dtype, g[s])
+    assert_close(dx[s], spec.ref_grad(g[s], y_seen, **ra), grad_tol, f"{what} gradient vs reference")
+    assert_close(dx[s], dx_nj[s], _pair(grad_tol), f"{what} gradient vs non-jit")
+    assert_close(grad_op[s], spec.ref_grad(gv[s], v[s], **ra), grad_tol, f"{what} grad op vs reference")
+    assert_close(grad_op[s], grad_op_nj[s], _pair(grad_tol), f"{what} grad op vs non-jit")
+    _assert_second_order(d2x[s], d2x_nj[s], g[s] * spec.ref_second(x[s], **ra), dtype, f"{what} second order")
 
-
-@pytest.mark.parametrize("dtype", dtype_params())
-@pytest.mark.parametrize("spec,attrs", spec_attr_params())
-def test_jit_special_values_match_non_jit(spec, attrs, dtype, backend):
-    """+-inf give the same limits (never NaN), NaN gives NaN, and zeros keep their
-    signs, exactly as the kernels do; the grad op likewise, with special v and
-    special gradients."""
-    x = tf.constant(to_dtype(SPECIALS, dtype))
-    fwd = lambda x: spec.forward(x, **attrs)  # noqa: E731
-    grad = lambda g, v: spec.grad_op(g, v, **attrs)  # noqa: E731
-    what = f"{spec.op_type}{attrs} {DTYPE_IDS[dtype]} {backend} at {SPECIALS}"
-    tol = _pair(spec.tolerance(dtype))
-    assert_close(tf.function(fwd, jit_compile=True)(x), as_f64(fwd(x)), tol, what, check_zero_sign=True)
-    g = tf.constant(to_dtype(np.full(SPECIALS.shape, 1.5), dtype))
-    gs = tf.constant(to_dtype(np.array([math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -2.0]), dtype))
-    vs = tf.constant(to_dtype(spec.grad_input(np.array([0.5, -0.5, 0.5, 0.25, -0.5, 2.0, -2.0]), attrs), dtype))
-    jit_grad = tf.function(grad, jit_compile=True)
-    for gi, vi in ((g, x), (gs, vs)):
-        assert_close(jit_grad(gi, vi), as_f64(grad(gi, vi)), _pair(spec.grad_tolerance(dtype, gi)), "grad " + what,
+    at = f"{what} at {SPECIALS}"
+    sp = slice(N, N + S)
+    assert_close(y[sp], y_nj[sp], _pair(tol), at, check_zero_sign=True)
+    for part in (slice(N, N + S), slice(N + S, N + 2 * S)):  # (1.5, special v), (special g, v)
+        assert_close(grad_op[part], grad_op_nj[part], _pair(spec.grad_tolerance(dtype, gv[part])), "grad " + at,
                      check_zero_sign=True)
 
 
