@@ -270,15 +270,17 @@ def _jit_special_inputs(spec, attrs):
 
 
 @pytest.mark.parametrize("spec", spec_params())
-def test_jit_matches_reference_kernel_and_special_values(spec, backend):
+def test_jit_matches_reference_kernel_and_special_values(spec, backend, attr_variants=None):
     """Every attribute variant and dtype in one compiled function (one XLA compile),
     plus each variant's special values in float32: both outputs against the float64
     references and, for the lowering (the same functor), within rounding of the
     kernel. At +-inf, NaN and signed zeros the lowering gives the kernel's limits and
     signs of zeros; the composite's f'' is TF's autodiff of its f', which is NaN at
-    +-inf and NaN inputs where the kernels give limits: it is held to the finite ones."""
-    cases = [(dict(attrs), dtype) for attrs in spec.attr_variants for dtype in DTYPES]
-    cases += [(dict(attrs), "specials") for attrs in spec.attr_variants]
+    +-inf and NaN inputs where the kernels give limits: it is held to the finite ones.
+    `attr_variants` (default: all) picks fewer, for test_build_without_xla.py."""
+    variants = attr_variants or spec.attr_variants
+    cases = [(dict(attrs), dtype) for attrs in variants for dtype in DTYPES]
+    cases += [(dict(attrs), "specials") for attrs in variants]
     inputs = [_jit_special_inputs(spec, attrs) if dtype == "specials"
               else tuple(t for k, t in enumerate(_inputs(spec, attrs, dtype, seed=63)) if k != 2)  # (u, g, v)
               for attrs, dtype in cases]
