@@ -246,33 +246,56 @@ def test_composite_rejects_invalid_attrs_like_the_op(spec, monkeypatch):
         tf.function(lambda: spec.grad_op(tf.ones([3]), tf.ones([4])), jit_compile=True)()
 
 
-def _fit(spec, jit_compile):
-    attrs = dict(spec.attr_variants[0])
+def _fit_all(specs, jit_compile):
+    """One model with a branch Dense(16) -> op -> Dense(1) per spec (first attribute
+    variant), one output and one MSE loss each: the branches share no weights, so each
+    trains as it would alone (SGD), all in one compiled train step. Returns the model,
+    the loss history (total and per output), predictions and each branch's first kernel."""
     keras.utils.set_random_seed(0)
-    first = keras.layers.Dense(16)
-    model = keras.Sequential(
-        [keras.Input((8,)), first, keras.layers.Lambda(lambda t: spec.forward(t, **attrs)), keras.layers.Dense(1)]
-    )
-    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=jit_compile)
+    inputs = keras.Input((8,))
+    firsts, outputs = {}, {}
+    for spec in specs:
+        attrs = dict(spec.attr_variants[0])
+        firsts[spec.name] = keras.layers.Dense(16, name=f"{spec.name}_first")
+        act = keras.layers.Lambda(lambda t, spec=spec, attrs=attrs: spec.forward(t, **attrs), name=f"{spec.name}_op")
+        outputs[spec.name] = keras.layers.Dense(1, name=spec.name)(act(firsts[spec.name](inputs)))
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss={name: "mse" for name in outputs},
+                  jit_compile=jit_compile)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 8)).astype("float32")
     y = rng.normal(size=(64, 1)).astype("float32")
-    history = model.fit(x, y, epochs=2, batch_size=16, verbose=0)
-    return model, history.history["loss"], model.predict(x[:8], verbose=0), first.kernel.numpy()
+    history = model.fit(x, {name: y for name in outputs}, epochs=2, batch_size=16, verbose=0)
+    kernels = {name: layer.kernel.numpy() for name, layer in firsts.items()}
+    return model, history.history, model.predict(x[:8], verbose=0), kernels
 
 
-_NON_JIT_FITS: dict = {}
+def _fit(spec, jit_compile):
+    """`_fit_all` for one spec: (model, losses, predictions, first kernel)."""
+    model, history, pred, kernels = _fit_all([spec], jit_compile)
+    return model, history["loss"], pred[spec.name], kernels[spec.name]
 
 
-@pytest.mark.parametrize("spec", spec_params())
-def test_keras_jit_compile_fit_and_predict(spec, backend):
-    model, loss, pred, kernel = _fit(spec, jit_compile=True)
+_NON_JIT_FIT: list = []
+
+
+def test_keras_jit_compile_fit_and_predict(backend):
+    """Every op in one Keras model, trained with jit_compile=True and without: the same
+    training step by step (only float32 rounding differs), per op."""
+    model, history, pred, kernels = _fit_all(SPECS, jit_compile=True)
     assert model.jit_compile is True
-    if spec.name not in _NON_JIT_FITS:  # the same for both backends
-        _NON_JIT_FITS[spec.name] = _fit(spec, jit_compile=False)[1:]
-    ref_loss, ref_pred, ref_kernel = _NON_JIT_FITS[spec.name]
-    assert np.all(np.isfinite(loss))
-    # The same training, step by step: only float32 rounding differs.
-    np.testing.assert_allclose(loss, ref_loss, rtol=1e-4)
-    np.testing.assert_allclose(pred, ref_pred, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(kernel, ref_kernel, rtol=1e-4, atol=1e-5)
+    if not _NON_JIT_FIT:  # the same for both backends
+        _NON_JIT_FIT.extend(_fit_all(SPECS, jit_compile=False)[1:])
+    ref_history, ref_pred, ref_kernels = _NON_JIT_FIT
+
+    def check(spec):
+        name = spec.name
+        what = f"{spec.op_type}{dict(spec.attr_variants[0])} Keras jit_compile fit {backend}"
+        key = f"{name}_loss" if f"{name}_loss" in history else "loss"  # per output where Keras logs it
+        assert np.all(np.isfinite(history[key])), f"{what}: loss {history[key]}"
+        np.testing.assert_allclose(history[key], ref_history[key], rtol=1e-4, err_msg=f"{what}: {key}")
+        np.testing.assert_allclose(pred[name], ref_pred[name], rtol=1e-4, atol=1e-5, err_msg=f"{what}: predict")
+        np.testing.assert_allclose(kernels[name], ref_kernels[name], rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{what}: trained first kernel")
+
+    assert_each_case(SPECS, check)
