@@ -1,4 +1,5 @@
-"""The batch-norm ops (`tf_ops.batch_norm`, `batch_norm_inference` and their grad ops):
+"""The batch-norm ops (`tf_ops.batch_norm`, `batch_norm_inference`, their grad ops and
+`batch_norm_input_grad`, the training grad's second pass):
 values against float64 NumPy references for every activation, four dtypes, channels-last
 and channels-first; gradients with `tf.test.compute_gradient` (first and second order);
 the XLA path; bad input at graph building and at run time; determinism; an empty batch.
@@ -113,6 +114,12 @@ def test_values_against_float64_reference(dtype):
             _check(dxi, ref["dx_inf"], tol, what + " inference dx")
             _check(dgi, ref["dgamma"], tol, what + " inference dgamma")
             _check(dbi, ref["dbeta"], tol, what + " inference dbeta")
+            # The training grad is the inference grad's sums, then the input grad
+            # (synchronized batch norm runs the halves with an all-reduce between).
+            dx2 = tf_ops.batch_norm_input_grad(dy, x, g, b, mean, var, dgi, dbi,
+                                               xs.size // c, dm, dv, axis=axis,
+                                               epsilon=EPS, activation=act)
+            np.testing.assert_array_equal(dx2, dx, err_msg=what + " input grad")
 
 
 def test_activation_spellings():
@@ -184,33 +191,89 @@ def test_gradients_with_compute_gradient(axis):
     assert _rel_error(*tf.test.compute_gradient(second, [x, g, b])) < 1e-5
     assert _rel_error(*tf.test.compute_gradient(second_inf, [x, g, m])) < 1e-5
 
+    # The input grad's own gradient (every input independent), through its composite.
+    dgam, dbet = tf.constant(rng.standard_normal(4)), tf.constant(rng.standard_normal(4))
 
-def test_xla_and_portable_match_the_ops():
-    """jit_compile and tf_ops.portable() build the composite (Keras's math): same values,
-    same gradients, four dtypes in one function each."""
+    def input_grad(dy, x, g, m, v, dgam, dbet):
+        dx = tf_ops.batch_norm_input_grad(dy, x, g, b, m, v, dgam, dbet, 40.0, 0.3 * g, 0.2 * m,
+                                          axis=axis, activation="swish")
+        return tf.reduce_sum(dx * w)
+
+    assert _rel_error(*tf.test.compute_gradient(input_grad, [w * 0.5, x, g, m, v, dgam, dbet])) < 1e-5
+
+
+def _all_four(axis, act):
+    """A step through all four ops and their gradients (the statistics outputs' too)."""
+    def step(x, g, b, dy):
+        with tf.GradientTape() as tape:
+            tape.watch([x, g, b])
+            y, mean, var = tf_ops.batch_norm(x, g, b, axis=axis, activation=act)
+            yi = tf_ops.batch_norm_inference(x, tf.stop_gradient(mean) + 0.1,
+                                             tf.stop_gradient(var) + 0.2, g, b, axis=axis,
+                                             activation=act)
+            loss = (tf.reduce_sum(tf.cast(y, tf.float64) * tf.cast(dy, tf.float64))
+                    + tf.reduce_sum(tf.cast(yi, tf.float64) * tf.cast(dy, tf.float64) ** 2)
+                    + tf.reduce_sum(tf.cast(mean * g, tf.float64))
+                    + tf.reduce_sum(tf.cast(var * b, tf.float64)))
+        dx2 = tf_ops.batch_norm_input_grad(dy, x, g, b, mean, var, g * 0.5, b - 0.2, 7.0,
+                                           b * 0.1, g * 0.3, axis=axis, activation=act)
+        return [y, mean, var, yi, dx2] + tape.gradient(loss, [x, g, b])
+    return step
+
+
+def test_xla_lowering_matches_the_kernels():
+    """Under jit_compile the four ops are lowered (not the composite): values and
+    gradients match the kernels, four dtypes, both layouts, every activation once."""
+    from tf_ops.python.batch_norm import functions
+
+    # Lowered in a library built with its lowerings (a TensorFlow without the XLA
+    # headers, as 2.19's, builds the composites: none lowered).
+    expected = set(functions.OPS) if tf_ops.build_info().xla else set()
+    assert functions._LOWERED == expected
+    rng = np.random.default_rng(9)
+    # Every activation once (an XLA compile each is the cost here), every dtype.
+    cases = [(tf.float32, (5, 4, 3, 6), -1, [None, "relu", "elu", "gelu"]),
+             (tf.float32, (4, 6, 3, 5), 1, ["mish", "hard_swish"]),
+             (tf.bfloat16, (4, 6, 3, 5), 1, ["celu"]), (tf.float16, (5, 4, 3, 6), -1, ["sigmoid"]),
+             (tf.float64, (5, 6, 7), 1, ["swish"])]
+    for dtype, shape, axis, names in cases:
+        u = tf.float64 if dtype == tf.float64 else tf.float32
+        c = shape[axis]
+        x = tf.cast(rng.standard_normal(shape) * 2 + 1, dtype)
+        dy = tf.cast(rng.standard_normal(shape), dtype)
+        g = tf.constant(1 + 0.3 * rng.standard_normal(c), u)
+        b = tf.constant(0.3 * rng.standard_normal(c), u)
+        # Every activation of the case in one function: one XLA compile per case.
+        def step(x, g, b, dy):
+            return [out for act in names for out in _all_four(axis, act)(x, g, b, dy)]
+
+        want = tf.function(step)(x, g, b, dy)
+        got = tf.function(step, jit_compile=True)(x, g, b, dy)
+        tol = 2 * TOL[dtype] + 1e-5 if dtype != tf.float64 else 1e-10
+        per_act = len(got) // len(names)
+        for i, (a, e) in enumerate(zip(got, want)):
+            e = np.asarray(tf.cast(e, tf.float64))
+            _check(a, e, tol, f"xla {dtype.name} {names[i // per_act]} axis={axis} output {i % per_act}")
+    # An empty batch: NaN statistics, as the kernels.
+    empty = tf.function(lambda x: tf_ops.batch_norm(x), jit_compile=True)(tf.zeros([0, 3]))
+    assert empty[0].shape == (0, 3) and np.isnan(empty[1].numpy()).all()
+
+
+def test_portable_matches_the_ops():
+    """tf_ops.portable() builds the composite (Keras's math): same values, same
+    gradients."""
     rng = np.random.default_rng(9)
     for dtype in (tf.bfloat16, tf.float32):
         x = tf.cast(rng.standard_normal((4, 5, 5, 3)) * 2 + 1, dtype)
-        g = tf.constant([1.5, 0.5, 1.0], tf.float64 if dtype == tf.float64 else tf.float32)
-
-        def step(x, g):
-            with tf.GradientTape() as tape:
-                tape.watch([x, g])
-                y, mean, var = tf_ops.batch_norm(x, g, None, activation="swish")
-                yi = tf_ops.batch_norm_inference(x, mean, var, g, axis=-1, activation="hard_swish")
-                loss = tf.reduce_sum(tf.cast(y, tf.float32) ** 2) + tf.reduce_sum(tf.cast(yi, tf.float32))
-            return [y, mean, var, yi] + tape.gradient(loss, [x, g])
-
-        want = tf.function(step)(x, g)
-        # XLA compiles are the cost here: float32 only.
-        got = tf.function(step, jit_compile=True)(x, g) if dtype == tf.float32 else want
+        dy = tf.cast(rng.standard_normal((4, 5, 5, 3)), dtype)
+        g, b = tf.constant([1.5, 0.5, 1.0]), tf.constant([0.1, -0.2, 0.3])
+        step = tf.function(_all_four(-1, "swish"))
+        want = step(x, g, b, dy)
         with tf_ops.portable():
-            portable = tf.function(step)(x, g)
-        tol = 30 * TOL[dtype] if dtype in (tf.float16, tf.bfloat16) else 1e-4
-        for a, b_, p in zip(got, want, portable):
-            scale = max(1.0, float(tf.reduce_max(tf.abs(tf.cast(b_, tf.float64)))))
-            np.testing.assert_allclose(tf.cast(a, tf.float64), tf.cast(b_, tf.float64), atol=tol * scale)
-            np.testing.assert_allclose(tf.cast(p, tf.float64), tf.cast(b_, tf.float64), atol=tol * scale)
+            portable = tf.function(_all_four(-1, "swish"))(x, g, b, dy)
+        tol = 30 * TOL[dtype] if dtype == tf.bfloat16 else 1e-4
+        for i, (p, e) in enumerate(zip(portable, want)):
+            _check(p, np.asarray(tf.cast(e, tf.float64)), tol, f"portable {dtype.name} output {i}")
 
 
 def test_bad_input_at_graph_building_and_run_time():
@@ -232,6 +295,11 @@ def test_bad_input_at_graph_building_and_run_time():
          r"y_backprop and x must have the same shape"),
         (lambda: tf_ops.batch_norm_inference_grad(x4, x4, good, good, good, tf.ones([2])),
          r"variance must (have|be 1-D with) one element"),
+        (lambda: tf_ops.batch_norm_input_grad(x4, x4, good, good, good, good, good, good,
+                                              tf.ones([2])), r"count must be a scalar"),
+        (lambda: tf_ops.batch_norm_input_grad(x4, x4, good, good, good, good, good,
+                                              tf.ones([4]), 3.0),
+         r"offset_backprop must (have|be 1-D with) one element"),
     ]
     # Graph building: the shape function.
     for fn, match in graph_cases:
@@ -254,6 +322,16 @@ def test_bad_input_at_graph_building_and_run_time():
                         ((x4, good, tf.zeros([2, 3, 4, 4])), "y_backprop and x must have the same shape")]:
         with pytest.raises(tf.errors.InvalidArgumentError, match=match):
             train(*args)
+    # The XLA lowerings check again when they are compiled for concrete shapes.
+    if tf_ops.build_info().xla:
+        @tf.function(input_signature=[unknown, unknown, unknown], jit_compile=True)
+        def jit_train(x, s, dy):
+            return tf_ops.batch_norm_grad(dy, x, s, None, s, s)[0]
+
+        for args, match in [((x4, tf.ones([4]), x4), "scale must be 1-D with one element per channel"),
+                            ((x4, good, tf.zeros([2, 3, 4, 4])), "y_backprop and x must have the same shape")]:
+            with pytest.raises(tf.errors.InvalidArgumentError, match=match):
+                jit_train(*args)
     with pytest.raises(ValueError, match="momentum must be in"):
         tf_ops.layers.BatchNormalization(momentum=1.5)
 
@@ -270,11 +348,18 @@ def test_deterministic_and_empty_batch():
                                                           activation="mish")])
         for a, b in zip(*runs):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
-    # An empty batch behaves as Keras's layer: NaN statistics, empty y, zero dgamma/dbeta.
+    # An empty batch behaves as Keras's layer: NaN statistics (0 / 0), an empty y, and
+    # so a NaN dgamma (rsqrt(NaN) times an empty sum) and a zero dbeta.
     x = tf.zeros([0, 4])
     y, m, v = tf_ops.batch_norm(x)
     assert y.shape == (0, 4) and np.isnan(m.numpy()).all() and np.isnan(v.numpy()).all()
-    keras_m, keras_v = tf.nn.moments(x, [0])
-    assert np.isnan(keras_m.numpy()).all() and np.isnan(keras_v.numpy()).all()
     _, dg, db = tf_ops.batch_norm_grad(x, x, None, None, m, v)
-    np.testing.assert_array_equal(db, np.zeros(4))
+    layer = tf.keras.layers.BatchNormalization()
+    layer.build((None, 4))
+    with tf.GradientTape() as tape:
+        keras_y = layer(x, training=True)
+    keras_dg, keras_db = tape.gradient(keras_y, [layer.gamma, layer.beta])
+    assert np.isnan(layer.moving_mean.numpy()).all()
+    np.testing.assert_array_equal(dg, keras_dg)  # NaN
+    np.testing.assert_array_equal(db, keras_db)  # 0
+    assert np.isnan(dg.numpy()).all() and (db.numpy() == 0).all()

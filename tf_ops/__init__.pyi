@@ -20,6 +20,7 @@ from tf_ops.python.batch_norm.functions import batch_norm as batch_norm
 from tf_ops.python.batch_norm.functions import batch_norm_grad as batch_norm_grad
 from tf_ops.python.batch_norm.functions import batch_norm_inference as batch_norm_inference
 from tf_ops.python.batch_norm.functions import batch_norm_inference_grad as batch_norm_inference_grad
+from tf_ops.python.batch_norm.functions import batch_norm_input_grad as batch_norm_input_grad
 from tf_ops.python.core.library import build_info as build_info
 from tf_ops.python.fused.functions import gated as gated
 from tf_ops.python.core.library import gpu_status as gpu_status
@@ -49,6 +50,7 @@ __all__ = [
     'batch_norm_grad',
     'batch_norm_inference',
     'batch_norm_inference_grad',
+    'batch_norm_input_grad',
     'bias_celu_grad',
     'bias_elu_grad',
     'bias_gated_celu_grad',

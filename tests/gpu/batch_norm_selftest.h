@@ -1,9 +1,11 @@
 // The batch-norm family of the GPU self-test: the CUDA engine
 // (cu/batch_norm/batch_norm_gpu.h) against the CPU engine
-// (cc/batch_norm/batch_norm_cpu.h) for the four ops, every activation (and
+// (cc/batch_norm/batch_norm_cpu.h) for the five ops, every activation (and
 // Identity), four dtypes, channels-last, channels-first and a channel longer
-// than one reduction chunk, with and without gamma/beta; and the GPU's
-// reductions bit-identical between two runs. Prints
+// than one reduction chunk, with and without gamma/beta; the passes left out
+// when y or dx is null (statistics alone, sums alone); the training grad as
+// the inference grad's sums plus the input-grad pass, bit for bit; and the
+// GPU's reductions bit-identical between two runs. Prints
 //   SUMMARY checks family=batch_norm passed=N failed=M
 // and returns the tally (gpu_selftest.cu's main adds it to the total).
 
@@ -184,7 +186,7 @@ inline void CheckCase(const BatchNormActivation& act, const char* act_name,
     dm.Set(i, normal(*rng));
     dv.Set(i, normal(*rng));
   }
-  const double eps = 1e-3;
+  const float eps = 1e-3f;
   const std::string what = std::string(act_name) + " " + DtypeName(dtype) +
                            " [" + std::to_string(l.outer) + "," +
                            std::to_string(l.channels) + "," +
@@ -248,7 +250,47 @@ inline void CheckCase(const BatchNormActivation& act, const char* act_name,
     e[3] = LaunchBatchNormInferenceGrad(act, dtype, d_dy.p, d_x.p, g_dev,
                                         b_dev, gm.p, gv.p, eps, gdxi.p,
                                         gdgi.p, gdbi.p, l, s, nullptr);
+    // The passes left out, and the training grad in two halves.
+    Device gm2(o[1].bytes.size()), gv2(o[2].bytes.size());
+    Device gdg2(o[4].bytes.size()), gdb2(o[5].bytes.size());
+    Device gdx2(o[3].bytes.size());
+    const char* e2[3] = {
+        LaunchBatchNormTraining(act, dtype, d_x.p, g_dev, b_dev, eps, nullptr,
+                                gm2.p, gv2.p, l, s, nullptr),
+        LaunchBatchNormInferenceGrad(act, dtype, d_dy.p, d_x.p, g_dev, b_dev,
+                                     gm.p, gv.p, eps, nullptr, gdg2.p,
+                                     gdb2.p, l, s, nullptr),
+        nullptr};
+    e2[2] = LaunchBatchNormTrainingInputGrad(
+        act, dtype, d_dy.p, d_x.p, g_dev, b_dev, gm.p, gv.p, d_dm.p, d_dv.p,
+        gdg2.p, gdb2.p, static_cast<double>(l.count()), eps, gdx2.p, l, s,
+        nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
+    for (const char* err : e2) {
+      if (err != nullptr) {
+        launched = false;
+        std::printf("launch error: %s\n", err);
+      }
+    }
+    if (run == 0) {
+      Buffer a(u, c), b(u, c), da(dtype, n);
+      gm2.CopyTo(&a);
+      gv2.CopyTo(&b);
+      gdx2.CopyTo(&da);
+      gm.CopyTo(&o[1]);
+      gv.CopyTo(&o[2]);
+      gdx.CopyTo(&o[3]);
+      Check(r, a.bytes == o[1].bytes && b.bytes == o[2].bytes,
+            what + " statistics alone (y null) as with y");
+      gdg2.CopyTo(&a);
+      gdb2.CopyTo(&b);
+      gdgi.CopyTo(&o[8]);
+      gdbi.CopyTo(&o[9]);
+      Check(r, a.bytes == o[8].bytes && b.bytes == o[9].bytes,
+            what + " grad sums alone (dx null) as with dx");
+      Check(r, da.bytes == o[3].bytes,
+            what + " training grad = inference grad sums + input-grad pass");
+    }
     for (const char* err : e) {
       if (err != nullptr) {
         launched = false;

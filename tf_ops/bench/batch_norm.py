@@ -9,10 +9,20 @@ with alpha=0), float32 and bfloat16 (mixed precision: the layers' compute dtype)
 
 Candidates, timed in the same interleaved rounds (timing.py): tf_ops in ``tf.function``,
 Keras in ``tf.function`` (its composite: moments, then batch_normalization, about ten
-kernels forward and fifteen backward) and Keras under ``jit_compile``. Ratios are the
-reference's time over tf_ops's (> 1: tf_ops is faster). ``--models``: a train step of
-EfficientNetB0 / MobileNetV3Small / ResNet50 (weights=None) with every
-BatchNormalization (+ the Activation after it) replaced by the fused layer, vs stock.
+kernels forward and fifteen backward), Keras under ``jit_compile`` and tf_ops under
+``jit_compile`` (the ops' XLA lowerings). The backward is the vector-Jacobian product
+with a fixed upstream gradient (``output_gradients``), so that nothing but the layers is
+timed. Ratios are the reference's time over tf_ops's (> 1: tf_ops is faster).
+
+The floor: the time to move the bytes the fused passes must move, measured in the same
+rounds as TensorFlow's own element-wise ``Neg`` of x (one read and one write of x's
+size, on every core): training forward + backward reads x twice and writes y, then
+reads x and dy twice and writes dx (four such copies); predict reads x and writes y
+(one). ``floor`` is the copies' time over tf_ops's: 1.0 is memory speed.
+
+``--models``: a train step of EfficientNetB0 / MobileNetV3Small / ResNet50
+(weights=None) with every BatchNormalization (+ the Activation after it) replaced by the
+fused layer, vs stock.
 """
 
 from __future__ import annotations
@@ -44,8 +54,8 @@ PASSES = ("train", "predict")
 
 
 def _step(layers_, x, w, mode="train"):
-    """Forward and backward of the layers on x: y, dx, dgamma, dbeta ("train"); or the
-    forward with the moving statistics ("predict")."""
+    """Forward and backward of the layers on x: y, dx, dgamma, dbeta with the upstream
+    gradient w ("train"); or the forward with the moving statistics ("predict")."""
     bn = layers_[0]
 
     if mode == "predict":
@@ -63,20 +73,24 @@ def _step(layers_, x, w, mode="train"):
             y = x
             for layer in layers_:
                 y = layer(y, training=True)
-            loss = tf.reduce_sum(tf.cast(y, tf.float32) * w)
-        return [y] + tape.gradient(loss, [x, bn.gamma, bn.beta])
+        return [y] + tape.gradient(y, [x, bn.gamma, bn.beta], output_gradients=w)
 
     return run
+
+
+# Copies of x's size each pass moves (see the module docstring).
+_FLOOR_COPIES = {"train": 4, "predict": 1}
 
 
 def bench_layers(cases, dtypes, budget_s: float) -> list[dict]:
     rows = []
     for dtype in dtypes:
         policy = "float32" if dtype == "float32" else "mixed_bfloat16"
+        tf_dtype = tf.float32 if dtype == "float32" else tf.bfloat16
         for name in cases:
             shape, ours_act, keras_act = CASES[name]
-            x = tf.cast(tf.random.normal(shape), tf.float32 if dtype == "float32" else tf.bfloat16)
-            w = tf.random.normal(shape)
+            x = tf.cast(tf.random.normal(shape), tf_dtype)
+            w = tf.cast(tf.random.normal(shape), tf_dtype)
             ours = [tf_ops.layers.BatchNormalization(activation=ours_act, dtype=policy)]
             keras_layers = [keras.layers.BatchNormalization(dtype=policy),
                             keras.layers.Activation(keras_act, dtype=policy)]
@@ -87,16 +101,22 @@ def bench_layers(cases, dtypes, budget_s: float) -> list[dict]:
                     "tf_ops": tf.function(_step(ours, x, w, mode)),
                     "keras": tf.function(_step(keras_layers, x, w, mode)),
                     "keras_xla": tf.function(_step(keras_layers, x, w, mode), jit_compile=True),
+                    "tf_ops_xla": tf.function(_step(ours, x, w, mode), jit_compile=True),
+                    "copy": tf.function(lambda: tf.math.negative(x)),
                 }
                 t = {k: v.median for k, v in time_interleaved(candidates, 5, 40, budget_s).items()}
                 row = {"case": name, "pass": mode, "shape": list(shape), "activation": keras_act,
                        "dtype": dtype, "tf_ops_ms": t["tf_ops"] * 1e3,
                        "vs_keras_graph": t["keras"] / t["tf_ops"],
-                       "vs_keras_xla": t["keras_xla"] / t["tf_ops"]}
+                       "vs_keras_xla": t["keras_xla"] / t["tf_ops"],
+                       "xla_vs_keras_xla": t["keras_xla"] / t["tf_ops_xla"],
+                       "floor": _FLOOR_COPIES[mode] * t["copy"] / t["tf_ops"]}
                 rows.append(row)
                 print(f"{name:<8} {mode:<8} {str(shape):<20} {keras_act:<6} {dtype:<9} tf_ops "
                       f"{row['tf_ops_ms']:8.2f} ms   vs Keras graph {row['vs_keras_graph']:5.2f}x"
-                      f"   vs Keras XLA {row['vs_keras_xla']:5.2f}x", flush=True)
+                      f"   vs Keras XLA {row['vs_keras_xla']:5.2f}x"
+                      f"   XLA vs XLA {row['xla_vs_keras_xla']:5.2f}x"
+                      f"   floor {row['floor']:4.2f}", flush=True)
     return rows
 
 

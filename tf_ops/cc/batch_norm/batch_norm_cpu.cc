@@ -1,13 +1,21 @@
-// The batch-norm ops' CPU engine (batch_norm_cpu.h). The loops over x are
-// compiled once per instruction set as fused_cpu.cc's (GCC `target` and
-// `flatten`), for each activation and storage dtype; the per-channel work is
-// plain loops over the channels.
+// The batch-norm ops' CPU engine (batch_norm_cpu.h).
+//
+// Every pass over the tensor is one walk over the same tiles (TileRange) with
+// an element kernel: the statistics (sums of x - pivot and its square), the
+// normalisation y = f(x * scale + shift), the grad's sums of dz and
+// dz * (x - mean) (writing dx = scale * dz in the inference grad) and the
+// training grad's dx. A kernel reads its per-channel values with At(c) and
+// handles one element with Apply(i, values), returning the two values a
+// reduction adds up. The walk is compiled once per instruction set (GCC
+// `target` and `flatten`, cpu_isa.h), for each kernel, activation and
+// storage dtype; the per-channel work between passes is plain loops over the
+// channels.
 
 #include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
+#include <type_traits>
 
 #include "tf_ops/cc/batch_norm/batch_norm_math.h"
 #include "tf_ops/cc/core/cpu_isa.h"
@@ -19,8 +27,8 @@ namespace {
 using cpu_storage::WithFixedFormula;
 using cpu_storage::WithStorage;
 
-// Elements per reduction tile: large enough that partial sums are a small
-// fraction of the traffic, small enough to spread over the cores.
+// Elements per tile: large enough that partial sums are a small fraction of
+// the traffic, small enough to spread over the cores.
 constexpr int64_t kTileElements = int64_t{1} << 15;
 // Independent running sums along a row of one channel (inner > 1).
 constexpr int kLanes = 16;
@@ -34,6 +42,7 @@ struct Tiling {
   int64_t rows, cols, row_block, col_block, row_tiles, col_tiles;
   bool by_channel() const { return layout.inner == 1; }
   int64_t tiles() const { return row_tiles * col_tiles; }
+  int64_t tile_elements() const { return row_block * col_block; }
   int64_t partials() const {
     return by_channel() ? row_tiles * cols : rows * col_tiles;
   }
@@ -52,7 +61,8 @@ Tiling MakeTiling(BatchNormLayout l) {
   return t;
 }
 
-// Scratch: two arrays of partial sums, then per-channel arrays.
+// Scratch: two arrays of partial sums, then per-channel arrays in the
+// compute type.
 enum ChannelArray { kPivot, kMean, kScale, kShift, kRstd, kC1, kC0, kSumA,
                     kSumB, kChannelArrays };
 
@@ -82,332 +92,238 @@ Scratch<S> ScratchOf(double* scratch, const Tiling& t) {
   return s;
 }
 
-// ---------------------------------------------------------- loops ------
+// ---------------------------------------------------- element kernels ---
+// Each: Storage (the policy S), kSums (whether Apply's two values are
+// summed per channel), Values (what At(c) reads of the channel arrays) and
+// Apply(i, values) for element i.
 
-// Shifted sums of x - pivot and its square, per tile.
+template <typename T>
+struct Pair {
+  T a, b;
+};
+
+// Shifted sums: x - pivot and its square (squared in the accumulation type).
 template <typename S>
-void StatsTileRange(const void* x_raw, const Tiling& t, Scratch<S> sc,
-                    int64_t tile_begin, int64_t tile_end) {
-  using Stored = typename S::Stored;
-  using Acc = typename S::Acc;
+struct StatsKernel {
+  using Storage = S;
   using Cm = Compute<S>;
-  const Stored* x = static_cast<const Stored*>(x_raw);
-  const Cm* pivot = sc.channel(kPivot);
+  using Acc = typename S::Acc;
+  using Values = Cm;
+  static constexpr bool kSums = true;
+  const typename S::Stored* x;
+  const Cm* pivot;
+  Values At(int64_t c) const { return pivot[c]; }
+  Pair<Acc> Apply(int64_t i, Cm k) const {
+    const Acc d = static_cast<Acc>(S::Load(x[i]) - k);
+    return {d, d * d};
+  }
+};
+
+// y = f(x * scale + shift).
+template <typename S, typename Op>
+struct ForwardKernel {
+  using Storage = S;
+  using Cm = Compute<S>;
+  struct Values {
+    Cm scale, shift;
+  };
+  static constexpr bool kSums = false;
+  Op op;
+  const typename S::Stored* x;
+  typename S::Stored* y;
+  const Cm* scale;
+  const Cm* shift;
+  Values At(int64_t c) const { return {scale[c], shift[c]}; }
+  Pair<Cm> Apply(int64_t i, const Values& v) const {
+    y[i] = S::Store(NormalizeForward(op, S::Load(x[i]), v.scale, v.shift));
+    return {};
+  }
+};
+
+// What both grad kernels read: dy, x and each channel's mean and affine; dx
+// (written) may be dy or x.
+template <typename S, typename Op>
+struct GradKernelInputs {
+  using Storage = S;
+  using Cm = Compute<S>;
+  Op op;
+  const typename S::Stored* dy;
+  const typename S::Stored* x;
+  typename S::Stored* dx;
+  const Cm* mean;
+  const Cm* scale;
+  const Cm* shift;
+};
+
+// Sums of dz and dz * (x - mean); with kWriteDx also dx = scale * dz (the
+// inference grad's single pass).
+template <typename S, typename Op, bool kWriteDx>
+struct GradSumsKernel : GradKernelInputs<S, Op> {
+  using Cm = Compute<S>;
+  struct Values {
+    Cm mean, scale, shift;
+  };
+  static constexpr bool kSums = true;
+  Values At(int64_t c) const {
+    return {this->mean[c], this->scale[c], this->shift[c]};
+  }
+  Pair<Cm> Apply(int64_t i, const Values& v) const {
+    const Cm xv = S::Load(this->x[i]);
+    const Cm dz =
+        NormalizeDz(this->op, S::Load(this->dy[i]), xv, v.scale, v.shift);
+    if constexpr (kWriteDx) this->dx[i] = S::Store(v.scale * dz);
+    return {dz, dz * (xv - v.mean)};
+  }
+};
+
+// The training grad's dx = scale * dz + c1 * (x - mean) + c0.
+template <typename S, typename Op>
+struct TrainingDxKernel : GradKernelInputs<S, Op> {
+  using Cm = Compute<S>;
+  struct Values {
+    Cm mean;
+    ChannelAffine<Cm> affine;
+    TrainingDxCoefficients<Cm> c;
+  };
+  static constexpr bool kSums = false;
+  const Cm* c1;
+  const Cm* c0;
+  Values At(int64_t c) const {
+    return {this->mean[c],
+            {this->scale[c], this->shift[c], Cm(0)},
+            {c1[c], c0[c]}};
+  }
+  Pair<Cm> Apply(int64_t i, const Values& v) const {
+    this->dx[i] = S::Store(TrainingDx(this->op, S::Load(this->dy[i]),
+                                      S::Load(this->x[i]), v.mean, v.affine,
+                                      v.c));
+    return {};
+  }
+};
+
+// ---------------------------------------------------------- the walk ----
+
+template <typename K>
+using AccOf = typename K::Storage::Acc;
+
+// Channels-last rows [r0, r1) x channels [c0, c1): a reduction adds each row
+// into the tile's partial sums pa[c], pb[c] (L1-resident; a loop GCC
+// vectorises across the channels).
+template <typename K>
+void ChannelsLastTile(const K& k, const Tiling& t, int64_t r0, int64_t r1,
+                      int64_t c0, int64_t c1, AccOf<K>* pa, AccOf<K>* pb) {
+  using Acc = AccOf<K>;
+  if constexpr (K::kSums) {
+    std::fill(pa + c0, pa + c1, Acc(0));
+    std::fill(pb + c0, pb + c1, Acc(0));
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t at = r * t.cols;
+#pragma GCC ivdep
+    for (int64_t c = c0; c < c1; ++c) {
+      const auto s = k.Apply(at + c, k.At(c));
+      if constexpr (K::kSums) {
+        pa[c] += static_cast<Acc>(s.a);
+        pb[c] += static_cast<Acc>(s.b);
+      }
+    }
+  }
+}
+
+// One row of one channel (inner > 1), columns [c0, c1): a reduction keeps
+// kLanes running sums; *sa, *sb get the totals.
+template <typename K>
+void ChannelRowTile(const K& k, const typename K::Values& v, int64_t at,
+                    int64_t len, AccOf<K>* sa, AccOf<K>* sb) {
+  using Acc = AccOf<K>;
+  if constexpr (!K::kSums) {
+#pragma GCC ivdep
+    for (int64_t j = 0; j < len; ++j) k.Apply(at + j, v);
+  } else {
+    Acc la[kLanes] = {}, lb[kLanes] = {};
+    int64_t j = 0;
+    for (; j + kLanes <= len; j += kLanes) {
+#pragma GCC ivdep
+      for (int q = 0; q < kLanes; ++q) {
+        const auto s = k.Apply(at + j + q, v);
+        la[q] += static_cast<Acc>(s.a);
+        lb[q] += static_cast<Acc>(s.b);
+      }
+    }
+    for (int q = 0; j < len; ++j, ++q) {
+      const auto s = k.Apply(at + j, v);
+      la[q] += static_cast<Acc>(s.a);
+      lb[q] += static_cast<Acc>(s.b);
+    }
+    Acc a = 0, b = 0;
+    for (int q = 0; q < kLanes; ++q) {
+      a += la[q];
+      b += lb[q];
+    }
+    *sa = a;
+    *sb = b;
+  }
+}
+
+// Tiles [tile_begin, tile_end) of kernel k; a reduction writes its partial
+// sums into pa, pb (Tiling::partials() each).
+template <typename K>
+void TileRange(const K& k, const Tiling& t, AccOf<K>* pa, AccOf<K>* pb,
+               int64_t tile_begin, int64_t tile_end) {
   for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
     const int64_t rt = tile / t.col_tiles, ct = tile % t.col_tiles;
-    const int64_t r0 = rt * t.row_block, r1 = std::min(t.rows, r0 + t.row_block);
-    const int64_t c0 = ct * t.col_block, c1 = std::min(t.cols, c0 + t.col_block);
-    const int64_t len = c1 - c0;
+    const int64_t r0 = rt * t.row_block;
+    const int64_t r1 = std::min(t.rows, r0 + t.row_block);
+    const int64_t c0 = ct * t.col_block;
+    const int64_t c1 = std::min(t.cols, c0 + t.col_block);
     if (t.by_channel()) {
-      Acc* a = sc.a + rt * t.cols + c0;
-      Acc* b = sc.b + rt * t.cols + c0;
-      std::fill(a, a + len, Acc(0));
-      std::fill(b, b + len, Acc(0));
-      const Cm* k = pivot + c0;
-      for (int64_t r = r0; r < r1; ++r) {
-        const Stored* xr = x + r * t.cols + c0;
-#pragma GCC ivdep
-        for (int64_t j = 0; j < len; ++j) {
-          const Acc d = static_cast<Acc>(S::Load(xr[j]) - k[j]);
-          a[j] += d;
-          b[j] += d * d;
-        }
-      }
-    } else {
-      for (int64_t r = r0; r < r1; ++r) {
-        const Stored* xr = x + r * t.cols + c0;
-        const Cm k = pivot[r % t.layout.channels];
-        Acc la[kLanes] = {}, lb[kLanes] = {};
-        int64_t j = 0;
-        for (; j + kLanes <= len; j += kLanes) {
-#pragma GCC ivdep
-          for (int q = 0; q < kLanes; ++q) {
-            const Acc d = static_cast<Acc>(S::Load(xr[j + q]) - k);
-            la[q] += d;
-            lb[q] += d * d;
-          }
-        }
-        for (int q = 0; j < len; ++j, ++q) {
-          const Acc d = static_cast<Acc>(S::Load(xr[j]) - k);
-          la[q] += d;
-          lb[q] += d * d;
-        }
-        Acc sa = 0, sb = 0;
-        for (int q = 0; q < kLanes; ++q) {
-          sa += la[q];
-          sb += lb[q];
-        }
-        sc.a[r * t.col_tiles + ct] = sa;
-        sc.b[r * t.col_tiles + ct] = sb;
-      }
+      ChannelsLastTile(k, t, r0, r1, c0, c1, pa + rt * t.cols,
+                          pb + rt * t.cols);
+      continue;
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t p = r * t.col_tiles + ct;
+      ChannelRowTile(k, k.At(r % t.layout.channels), r * t.cols + c0,
+                        c1 - c0, pa + p, pb + p);
     }
   }
 }
 
-// Sums of dz and dz * (x - mean) per tile; with kWriteDx also dx = scale * dz
-// (the inference grad's single pass). dx may be dy or x.
-template <typename Op, typename S, bool kWriteDx>
-void GradSumsTileRange(const Op& op, const void* dy_raw, const void* x_raw,
-                       void* dx_raw, const Tiling& t, Scratch<S> sc,
-                       int64_t tile_begin, int64_t tile_end) {
-  using Stored = typename S::Stored;
-  using Acc = typename S::Acc;
-  using Cm = Compute<S>;
-  const Stored* dy = static_cast<const Stored*>(dy_raw);
-  const Stored* x = static_cast<const Stored*>(x_raw);
-  Stored* dx = static_cast<Stored*>(dx_raw);
-  const Cm* mean = sc.channel(kMean);
-  const Cm* scale = sc.channel(kScale);
-  const Cm* shift = sc.channel(kShift);
-  for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
-    const int64_t rt = tile / t.col_tiles, ct = tile % t.col_tiles;
-    const int64_t r0 = rt * t.row_block, r1 = std::min(t.rows, r0 + t.row_block);
-    const int64_t c0 = ct * t.col_block, c1 = std::min(t.cols, c0 + t.col_block);
-    const int64_t len = c1 - c0;
-    if (t.by_channel()) {
-      Acc* a = sc.a + rt * t.cols + c0;
-      Acc* b = sc.b + rt * t.cols + c0;
-      std::fill(a, a + len, Acc(0));
-      std::fill(b, b + len, Acc(0));
-      const Cm *m = mean + c0, *s = scale + c0, *h = shift + c0;
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t at = r * t.cols + c0;
-#pragma GCC ivdep
-        for (int64_t j = 0; j < len; ++j) {
-          const Cm xv = S::Load(x[at + j]);
-          const Cm d = NormalizeDz(op, S::Load(dy[at + j]), xv, s[j], h[j]);
-          if constexpr (kWriteDx) dx[at + j] = S::Store(s[j] * d);
-          a[j] += static_cast<Acc>(d);
-          b[j] += static_cast<Acc>(d * (xv - m[j]));
-        }
-      }
-    } else {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t at = r * t.cols + c0;
-        const int64_t c = r % t.layout.channels;
-        const Cm m = mean[c], s = scale[c], h = shift[c];
-        Acc la[kLanes] = {}, lb[kLanes] = {};
-        int64_t j = 0;
-        for (; j + kLanes <= len; j += kLanes) {
-#pragma GCC ivdep
-          for (int q = 0; q < kLanes; ++q) {
-            const Cm xv = S::Load(x[at + j + q]);
-            const Cm d = NormalizeDz(op, S::Load(dy[at + j + q]), xv, s, h);
-            if constexpr (kWriteDx) dx[at + j + q] = S::Store(s * d);
-            la[q] += static_cast<Acc>(d);
-            lb[q] += static_cast<Acc>(d * (xv - m));
-          }
-        }
-        for (int q = 0; j < len; ++j, ++q) {
-          const Cm xv = S::Load(x[at + j]);
-          const Cm d = NormalizeDz(op, S::Load(dy[at + j]), xv, s, h);
-          if constexpr (kWriteDx) dx[at + j] = S::Store(s * d);
-          la[q] += static_cast<Acc>(d);
-          lb[q] += static_cast<Acc>(d * (xv - m));
-        }
-        Acc sa = 0, sb = 0;
-        for (int q = 0; q < kLanes; ++q) {
-          sa += la[q];
-          sb += lb[q];
-        }
-        sc.a[r * t.col_tiles + ct] = sa;
-        sc.b[r * t.col_tiles + ct] = sb;
-      }
-    }
+#define TF_OPS_BN_ISA_VARIANT(Suffix, TARGET, F16C)                        \
+  template <typename K>                                                    \
+  TARGET __attribute__((flatten, noinline)) void Tiles##Suffix(            \
+      const K& k, const Tiling& t, AccOf<K>* pa, AccOf<K>* pb,             \
+      int64_t begin, int64_t end) {                                        \
+    TileRange(k, t, pa, pb, begin, end);                                   \
   }
-}
-
-// Elementwise passes over [begin, end): y = f(x * scale + shift), or the
-// training grad's dx. `run(i, len, c_or_null)` walks runs that share the
-// channel arrays' indexing: inner = 1, a run of channels from c; inner > 1,
-// a run of one channel.
-template <typename Fn>
-void ForRuns(BatchNormLayout l, int64_t begin, int64_t end, const Fn& fn) {
-  for (int64_t i = begin; i < end;) {
-    if (l.inner == 1) {
-      const int64_t c = i % l.channels;
-      const int64_t len = std::min(l.channels - c, end - i);
-      fn(i, len, c, true);
-      i += len;
-    } else {
-      const int64_t k = i % l.inner;
-      const int64_t len = std::min(l.inner - k, end - i);
-      fn(i, len, (i / l.inner) % l.channels, false);
-      i += len;
-    }
-  }
-}
-
-template <typename Op, typename S>
-void ForwardRange(const Op& op, const void* x_raw, void* y_raw,
-                  BatchNormLayout l, Scratch<S> sc, int64_t begin,
-                  int64_t end) {
-  using Stored = typename S::Stored;
-  using Cm = Compute<S>;
-  const Stored* x = static_cast<const Stored*>(x_raw);
-  Stored* y = static_cast<Stored*>(y_raw);
-  const Cm* scale = sc.channel(kScale);
-  const Cm* shift = sc.channel(kShift);
-  ForRuns(l, begin, end, [&](int64_t i, int64_t len, int64_t c, bool vec) {
-    const Stored* xi = x + i;
-    Stored* yi = y + i;
-    if (vec) {
-      const Cm *s = scale + c, *h = shift + c;
-#pragma GCC ivdep
-      for (int64_t j = 0; j < len; ++j) {
-        yi[j] = S::Store(NormalizeForward(op, S::Load(xi[j]), s[j], h[j]));
-      }
-    } else {
-      const Cm s = scale[c], h = shift[c];
-#pragma GCC ivdep
-      for (int64_t j = 0; j < len; ++j) {
-        yi[j] = S::Store(NormalizeForward(op, S::Load(xi[j]), s, h));
-      }
-    }
-  });
-}
-
-template <typename Op, typename S>
-void TrainingDxRange(const Op& op, const void* dy_raw, const void* x_raw,
-                     void* dx_raw, BatchNormLayout l, Scratch<S> sc,
-                     int64_t begin, int64_t end) {
-  using Stored = typename S::Stored;
-  using Cm = Compute<S>;
-  const Stored* dy = static_cast<const Stored*>(dy_raw);
-  const Stored* x = static_cast<const Stored*>(x_raw);
-  Stored* dx = static_cast<Stored*>(dx_raw);
-  const Cm* mean = sc.channel(kMean);
-  const Cm* scale = sc.channel(kScale);
-  const Cm* shift = sc.channel(kShift);
-  const Cm* c1 = sc.channel(kC1);
-  const Cm* c0 = sc.channel(kC0);
-  ForRuns(l, begin, end, [&](int64_t i, int64_t len, int64_t c, bool vec) {
-    if (vec) {
-#pragma GCC ivdep
-      for (int64_t j = 0; j < len; ++j) {
-        const int64_t k = c + j;
-        dx[i + j] = S::Store(TrainingDx(
-            op, S::Load(dy[i + j]), S::Load(x[i + j]), mean[k],
-            ChannelAffine<Cm>{scale[k], shift[k], Cm(0)},
-            TrainingDxCoefficients<Cm>{c1[k], c0[k]}));
-      }
-    } else {
-      const Cm m = mean[c];
-      const ChannelAffine<Cm> a{scale[c], shift[c], Cm(0)};
-      const TrainingDxCoefficients<Cm> co{c1[c], c0[c]};
-#pragma GCC ivdep
-      for (int64_t j = 0; j < len; ++j) {
-        dx[i + j] = S::Store(
-            TrainingDx(op, S::Load(dy[i + j]), S::Load(x[i + j]), m, a, co));
-      }
-    }
-  });
-}
-
-// ------------------------------------------- dtype and formula dispatch ---
-
-template <typename Op, typename Fn>
-void WithFormulaAndStorage(const Op& op, Dtype dtype, const Fn& fn) {
-  WithFixedFormula(
-      op,
-      [&](auto fixed) { WithStorage(dtype, [&](auto s) { fn(fixed, s); }); },
-      0);
-}
-
-// The loops take the scratch untyped: each variant types it for its dtype.
-template <typename Op>
-void ForwardAny(const Op& op, Dtype dtype, const void* x, void* y,
-                const Tiling& t, double* scratch, int64_t begin,
-                int64_t end) {
-  WithFormulaAndStorage(op, dtype, [&](auto fixed, auto s) {
-    using S = decltype(s);
-    ForwardRange<decltype(fixed), S>(fixed, x, y, t.layout,
-                                     ScratchOf<S>(scratch, t), begin, end);
-  });
-}
-template <typename Op>
-void TrainingDxAny(const Op& op, Dtype dtype, const void* dy, const void* x,
-                   void* dx, const Tiling& t, double* scratch, int64_t begin,
-                   int64_t end) {
-  WithFormulaAndStorage(op, dtype, [&](auto fixed, auto s) {
-    using S = decltype(s);
-    TrainingDxRange<decltype(fixed), S>(fixed, dy, x, dx, t.layout,
-                                        ScratchOf<S>(scratch, t), begin, end);
-  });
-}
-template <typename Op>
-void GradSumsAny(const Op& op, Dtype dtype, const void* dy, const void* x,
-                 void* dx, const Tiling& t, double* scratch,
-                 int64_t tile_begin, int64_t tile_end) {
-  WithFormulaAndStorage(op, dtype, [&](auto fixed, auto s) {
-    using S = decltype(s);
-    if (dx == nullptr) {
-      GradSumsTileRange<decltype(fixed), S, false>(
-          fixed, dy, x, dx, t, ScratchOf<S>(scratch, t), tile_begin, tile_end);
-    } else {
-      GradSumsTileRange<decltype(fixed), S, true>(
-          fixed, dy, x, dx, t, ScratchOf<S>(scratch, t), tile_begin, tile_end);
-    }
-  });
-}
-inline void StatsAny(Dtype dtype, const void* x, const Tiling& t,
-                     double* scratch, int64_t tile_begin, int64_t tile_end) {
-  WithStorage(dtype, [&](auto s) {
-    using S = decltype(s);
-    StatsTileRange<S>(x, t, ScratchOf<S>(scratch, t), tile_begin, tile_end);
-  });
-}
-
-#define TF_OPS_BN_ISA_VARIANT(Suffix, TARGET, F16C)                           \
-  template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void Forward##Suffix(             \
-      const Op& op, Dtype dtype, const void* x, void* y, const Tiling& t,     \
-      double* scratch, int64_t begin, int64_t end) {                          \
-    ForwardAny(op, dtype, x, y, t, scratch, begin, end);                      \
-  }                                                                           \
-  template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void TrainingDx##Suffix(          \
-      const Op& op, Dtype dtype, const void* dy, const void* x, void* dx,     \
-      const Tiling& t, double* scratch, int64_t begin, int64_t end) {         \
-    TrainingDxAny(op, dtype, dy, x, dx, t, scratch, begin, end);              \
-  }                                                                           \
-  template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void GradSums##Suffix(            \
-      const Op& op, Dtype dtype, const void* dy, const void* x, void* dx,     \
-      const Tiling& t, double* scratch, int64_t begin, int64_t end) {         \
-    GradSumsAny(op, dtype, dy, x, dx, t, scratch, begin, end);                \
-  }                                                                           \
-  TARGET __attribute__((flatten, noinline)) void Stats##Suffix(               \
-      Dtype dtype, const void* x, const Tiling& t, double* scratch,           \
-      int64_t begin, int64_t end) {                                           \
-    StatsAny(dtype, x, t, scratch, begin, end);                               \
-  }
-
 TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_BN_ISA_VARIANT)
 #undef TF_OPS_BN_ISA_VARIANT
 
-template <typename Op>
-void Forward(const Op& op, Dtype dtype, const void* x, void* y,
-             const Tiling& t, double* scratch, int64_t begin, int64_t end) {
-  TF_OPS_CPU_ISA_DISPATCH(Forward, op, dtype, x, y, t, scratch, begin, end)
-}
-template <typename Op>
-void TrainingDxPass(const Op& op, Dtype dtype, const void* dy, const void* x,
-                    void* dx, const Tiling& t, double* scratch, int64_t begin,
-                    int64_t end) {
-  TF_OPS_CPU_ISA_DISPATCH(TrainingDx,
-                          op, dtype, dy, x, dx, t, scratch, begin, end)
-}
-template <typename Op>
-void GradSums(const Op& op, Dtype dtype, const void* dy, const void* x,
-              void* dx, const Tiling& t, double* scratch, int64_t begin,
-              int64_t end) {
-  TF_OPS_CPU_ISA_DISPATCH(GradSums,
-                          op, dtype, dy, x, dx, t, scratch, begin, end)
-}
-void Stats(Dtype dtype, const void* x, const Tiling& t, double* scratch,
+template <typename K>
+void Tiles(const K& k, const Tiling& t, AccOf<K>* pa, AccOf<K>* pb,
            int64_t begin, int64_t end) {
-  TF_OPS_CPU_ISA_DISPATCH(Stats, dtype, x, t, scratch, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(Tiles, k, t, pa, pb, begin, end)
+}
+
+// A whole pass of kernel k over the tensor, tiles spread over `parallel`.
+template <typename S, typename K>
+void RunPass(const K& k, const Tiling& t, Scratch<S> sc,
+             int cycles_per_element, const BatchNormParallelFor& parallel) {
+  parallel(t.tiles(), t.tile_elements() * cycles_per_element,
+           [&](int64_t begin, int64_t end) {
+             Tiles(k, t, sc.a, sc.b, begin, end);
+           });
+}
+
+// fn(op, cycles) with the activation's functor, its formula fixed (Gelu's
+// `approximate`) so that each loop holds one formula and vectorises, and its
+// cost per element.
+template <typename Fn>
+void WithActivation(const BatchNormActivation& act, const Fn& fn) {
+  VisitActivation(act, [&](const auto& op) {
+    const int cycles = std::decay_t<decltype(op)>::kCyclesPerElement;
+    WithFixedFormula(op, [&](auto fixed) { fn(fixed, cycles); }, 0);
+  });
 }
 
 // ------------------------------------------------- per-channel steps ----
@@ -434,6 +350,21 @@ void ReduceChannel(const Tiling& t, const Acc* a, const Acc* b, int64_t c,
   *sum_b = sb;
 }
 
+// fn(c, sum_a, sum_b) for every channel, over `parallel`.
+template <typename S, typename Fn>
+void ForEachChannelSums(const Tiling& t, Scratch<S> sc,
+                        const BatchNormParallelFor& parallel, const Fn& fn) {
+  using Acc = typename S::Acc;
+  const int64_t per_channel = t.partials() / std::max<int64_t>(1, sc.channels);
+  parallel(sc.channels, 2 * per_channel + 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      Acc sa, sb;
+      ReduceChannel(t, sc.a, sc.b, c, &sa, &sb);
+      fn(c, sa, sb);
+    }
+  });
+}
+
 template <typename Cm>
 Cm ChannelValue(const void* p, int64_t c, Cm absent) {
   return p == nullptr ? absent : static_cast<const Cm*>(p)[c];
@@ -442,7 +373,7 @@ Cm ChannelValue(const void* p, int64_t c, Cm absent) {
 // scale, shift, rstd and mean of every channel into the scratch.
 template <typename S>
 void SetAffine(Scratch<S> sc, const void* mean, const void* variance,
-               const void* gamma, const void* beta, double epsilon) {
+               const void* gamma, const void* beta, float epsilon) {
   using Cm = Compute<S>;
   for (int64_t c = 0; c < sc.channels; ++c) {
     const Cm m = static_cast<const Cm*>(mean)[c];
@@ -456,31 +387,85 @@ void SetAffine(Scratch<S> sc, const void* mean, const void* variance,
   }
 }
 
-// Reduces the pass-1 sums of the grad ops into kSumA (dbeta) and kSumB
-// (sum of dz * (x - mean)).
+template <typename S, typename Op>
+GradKernelInputs<S, Op> GradInputsOf(const Op& op, const void* dy,
+                                     const void* x, void* dx, Scratch<S> sc) {
+  using Stored = typename S::Stored;
+  return {op,
+          static_cast<const Stored*>(dy),
+          static_cast<const Stored*>(x),
+          static_cast<Stored*>(dx),
+          sc.channel(kMean),
+          sc.channel(kScale),
+          sc.channel(kShift)};
+}
+
+// The grad ops' first pass (with dx: the inference grad's only one): dbeta =
+// sum(dz) into kSumA, dgamma = rstd * sum(dz * (x - mean)) into kSumB, and
+// into dgamma and dbeta where given. SetAffine first.
 template <typename S>
-void ReduceGradSums(const Tiling& t, Scratch<S> sc,
-                    const BatchNormParallelFor& parallel) {
-  using Acc = typename S::Acc;
+void GradSums(const BatchNormActivation& act, const void* dy, const void* x,
+              void* dx, const Tiling& t, Scratch<S> sc, void* dgamma,
+              void* dbeta, const BatchNormParallelFor& parallel) {
   using Cm = Compute<S>;
-  const int64_t per_channel = t.partials() / std::max<int64_t>(1, sc.channels);
-  parallel(sc.channels, 2 * per_channel + 1, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      Acc sa, sb;
-      ReduceChannel(t, sc.a, sc.b, c, &sa, &sb);
-      sc.channel(kSumA)[c] = static_cast<Cm>(sa);
-      sc.channel(kSumB)[c] = static_cast<Cm>(sb);
+  WithActivation(act, [&](auto op, int cycles) {
+    using Op = decltype(op);
+    const GradKernelInputs<S, Op> in = GradInputsOf<S>(op, dy, x, dx, sc);
+    if (dx == nullptr) {
+      RunPass(GradSumsKernel<S, Op, false>{in}, t, sc, cycles + 7, parallel);
+    } else {
+      RunPass(GradSumsKernel<S, Op, true>{in}, t, sc, cycles + 7, parallel);
     }
+  });
+  const Cm* rstd = sc.channel(kRstd);
+  ForEachChannelSums(t, sc, parallel, [&](int64_t c, auto sa, auto sb) {
+    const Cm dbeta_c = static_cast<Cm>(sa);
+    const Cm dgamma_c = rstd[c] * static_cast<Cm>(sb);
+    sc.channel(kSumA)[c] = dbeta_c;
+    sc.channel(kSumB)[c] = dgamma_c;
+    if (dbeta != nullptr) static_cast<Cm*>(dbeta)[c] = dbeta_c;
+    if (dgamma != nullptr) static_cast<Cm*>(dgamma)[c] = dgamma_c;
   });
 }
 
-template <typename Cm>
-void WriteParamGrads(const Cm* sum_dz, const Cm* sum_dz_xc, const Cm* rstd,
-                     int64_t channels, void* dgamma, void* dbeta) {
-  for (int64_t c = 0; c < channels; ++c) {
-    if (dgamma != nullptr) static_cast<Cm*>(dgamma)[c] = rstd[c] * sum_dz_xc[c];
-    if (dbeta != nullptr) static_cast<Cm*>(dbeta)[c] = sum_dz[c];
+// The training grad's second pass: dx from the parameter gradients
+// (per channel at dgamma, dbeta) over `count` elements. SetAffine first.
+template <typename S>
+void TrainingDxPass(const BatchNormActivation& act, const void* dy,
+                    const void* x, void* dx, const void* d_mean,
+                    const void* d_variance, const Compute<S>* dgamma,
+                    const Compute<S>* dbeta, double count, const Tiling& t,
+                    Scratch<S> sc, const BatchNormParallelFor& parallel) {
+  using Cm = Compute<S>;
+  for (int64_t c = 0; c < sc.channels; ++c) {
+    const TrainingDxCoefficients<Cm> co = TrainingDxOf(
+        sc.channel(kScale)[c], sc.channel(kRstd)[c], dbeta[c], dgamma[c],
+        ChannelValue(d_mean, c, Cm(0)), ChannelValue(d_variance, c, Cm(0)),
+        static_cast<Cm>(count));
+    sc.channel(kC1)[c] = co.c1;
+    sc.channel(kC0)[c] = co.c0;
   }
+  if (t.tiles() == 0) return;
+  WithActivation(act, [&](auto op, int cycles) {
+    using Op = decltype(op);
+    RunPass(TrainingDxKernel<S, Op>{GradInputsOf<S>(op, dy, x, dx, sc),
+                                    sc.channel(kC1), sc.channel(kC0)},
+            t, sc, cycles + 8, parallel);
+  });
+}
+
+template <typename S>
+void ForwardPass(const BatchNormActivation& act, const void* x, void* y,
+                 const Tiling& t, Scratch<S> sc,
+                 const BatchNormParallelFor& parallel) {
+  using Stored = typename S::Stored;
+  WithActivation(act, [&](auto op, int cycles) {
+    using Op = decltype(op);
+    RunPass(ForwardKernel<S, Op>{op, static_cast<const Stored*>(x),
+                                 static_cast<Stored*>(y), sc.channel(kScale),
+                                 sc.channel(kShift)},
+            t, sc, cycles + 3, parallel);
+  });
 }
 
 }  // namespace
@@ -492,42 +477,31 @@ int64_t BatchNormScratchDoubles(BatchNormLayout layout) {
 
 void CpuBatchNormTraining(const BatchNormActivation& act, Dtype dtype,
                           const void* x, const void* gamma, const void* beta,
-                          double epsilon, void* y, void* mean, void* variance,
+                          float epsilon, void* y, void* mean, void* variance,
                           BatchNormLayout layout, double* scratch,
                           const BatchNormParallelFor& parallel) {
   const Tiling t = MakeTiling(layout);
-  const int64_t total = layout.outer * layout.channels * layout.inner;
   WithStorage(dtype, [&](auto s) {
     using S = decltype(s);
     using Acc = typename S::Acc;
     using Cm = Compute<S>;
     const Scratch<S> sc = ScratchOf<S>(scratch, t);
     const auto* xs = static_cast<const typename S::Stored*>(x);
+    Cm* pivot = sc.channel(kPivot);
     for (int64_t c = 0; c < layout.channels; ++c) {
-      sc.channel(kPivot)[c] =
-          total == 0 ? Cm(0) : S::Load(xs[layout.inner == 1 ? c : c * layout.inner]);
+      pivot[c] = t.tiles() == 0 ? Cm(0) : S::Load(xs[c * layout.inner]);
     }
-    parallel(t.tiles(), t.row_block * t.col_block * 3,
-             [&](int64_t b, int64_t e) { Stats(dtype, x, t, scratch, b, e); });
+    RunPass(StatsKernel<S>{xs, pivot}, t, sc, 3, parallel);
     const Acc n = static_cast<Acc>(layout.count());
-    const int64_t per_channel = t.partials() / std::max<int64_t>(1, sc.channels);
-    parallel(layout.channels, 2 * per_channel + 1, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) {
-        Acc sa, sb;
-        ReduceChannel(t, sc.a, sc.b, c, &sa, &sb);
-        const ChannelMoments<Acc> m = MomentsFromSums(
-            static_cast<Acc>(sc.channel(kPivot)[c]), sa, sb, n);
-        static_cast<Cm*>(mean)[c] = static_cast<Cm>(m.mean);
-        static_cast<Cm*>(variance)[c] = static_cast<Cm>(m.variance);
-      }
+    ForEachChannelSums(t, sc, parallel, [&](int64_t c, Acc sa, Acc sb) {
+      const ChannelMoments<Acc> m =
+          MomentsFromSums(static_cast<Acc>(pivot[c]), sa, sb, n);
+      static_cast<Cm*>(mean)[c] = static_cast<Cm>(m.mean);
+      static_cast<Cm*>(variance)[c] = static_cast<Cm>(m.variance);
     });
+    if (y == nullptr || t.tiles() == 0) return;
     SetAffine(sc, mean, variance, gamma, beta, epsilon);
-  });
-  if (total == 0) return;
-  VisitActivation(act, [&](const auto& op) {
-    parallel(total, op.kCyclesPerElement + 4, [&](int64_t b, int64_t e) {
-      Forward(op, dtype, x, y, t, scratch, b, e);
-    });
+    ForwardPass(act, x, y, t, sc, parallel);
   });
 }
 
@@ -536,61 +510,54 @@ void CpuBatchNormTrainingGrad(const BatchNormActivation& act, Dtype dtype,
                               const void* gamma, const void* beta,
                               const void* mean, const void* variance,
                               const void* d_mean, const void* d_variance,
-                              double epsilon, void* dx, void* dgamma,
+                              float epsilon, void* dx, void* dgamma,
                               void* dbeta, BatchNormLayout layout,
                               double* scratch,
                               const BatchNormParallelFor& parallel) {
   const Tiling t = MakeTiling(layout);
-  const int64_t total = layout.outer * layout.channels * layout.inner;
+  WithStorage(dtype, [&](auto s) {
+    using S = decltype(s);
+    const Scratch<S> sc = ScratchOf<S>(scratch, t);
+    SetAffine(sc, mean, variance, gamma, beta, epsilon);
+    GradSums(act, dy, x, nullptr, t, sc, dgamma, dbeta, parallel);
+    if (dx == nullptr) return;
+    TrainingDxPass(act, dy, x, dx, d_mean, d_variance, sc.channel(kSumB),
+                   sc.channel(kSumA), static_cast<double>(layout.count()), t,
+                   sc, parallel);
+  });
+}
+
+void CpuBatchNormTrainingInputGrad(
+    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const void* x, const void* gamma, const void* beta, const void* mean,
+    const void* variance, const void* d_mean, const void* d_variance,
+    const void* dgamma, const void* dbeta, double count, float epsilon,
+    void* dx, BatchNormLayout layout, double* scratch,
+    const BatchNormParallelFor& parallel) {
+  const Tiling t = MakeTiling(layout);
   WithStorage(dtype, [&](auto s) {
     using S = decltype(s);
     using Cm = Compute<S>;
     const Scratch<S> sc = ScratchOf<S>(scratch, t);
     SetAffine(sc, mean, variance, gamma, beta, epsilon);
-    VisitActivation(act, [&](const auto& op) {
-      parallel(t.tiles(), t.row_block * t.col_block * (op.kCyclesPerElement + 6),
-               [&](int64_t b, int64_t e) {
-                 GradSums(op, dtype, dy, x, nullptr, t, scratch, b, e);
-               });
-    });
-    ReduceGradSums(t, sc, parallel);
-    const Cm n = static_cast<Cm>(layout.count());
-    for (int64_t c = 0; c < layout.channels; ++c) {
-      const TrainingDxCoefficients<Cm> co = TrainingDxOf(
-          sc.channel(kScale)[c], sc.channel(kRstd)[c], sc.channel(kSumA)[c],
-          sc.channel(kSumB)[c], ChannelValue(d_mean, c, Cm(0)),
-          ChannelValue(d_variance, c, Cm(0)), n);
-      sc.channel(kC1)[c] = co.c1;
-      sc.channel(kC0)[c] = co.c0;
-    }
-    WriteParamGrads(sc.channel(kSumA), sc.channel(kSumB), sc.channel(kRstd),
-                    layout.channels, dgamma, dbeta);
-  });
-  if (total == 0) return;
-  VisitActivation(act, [&](const auto& op) {
-    parallel(total, op.kCyclesPerElement + 8, [&](int64_t b, int64_t e) {
-      TrainingDxPass(op, dtype, dy, x, dx, t, scratch, b, e);
-    });
+    TrainingDxPass(act, dy, x, dx, d_mean, d_variance,
+                   static_cast<const Cm*>(dgamma),
+                   static_cast<const Cm*>(dbeta), count, t, sc, parallel);
   });
 }
 
 void CpuBatchNormInference(const BatchNormActivation& act, Dtype dtype,
                            const void* x, const void* gamma, const void* beta,
                            const void* mean, const void* variance,
-                           double epsilon, void* y, BatchNormLayout layout,
+                           float epsilon, void* y, BatchNormLayout layout,
                            double* scratch,
                            const BatchNormParallelFor& parallel) {
   const Tiling t = MakeTiling(layout);
-  const int64_t total = layout.outer * layout.channels * layout.inner;
   WithStorage(dtype, [&](auto s) {
-    SetAffine(ScratchOf<decltype(s)>(scratch, t), mean, variance, gamma, beta,
-              epsilon);
-  });
-  if (total == 0) return;
-  VisitActivation(act, [&](const auto& op) {
-    parallel(total, op.kCyclesPerElement + 3, [&](int64_t b, int64_t e) {
-      Forward(op, dtype, x, y, t, scratch, b, e);
-    });
+    using S = decltype(s);
+    const Scratch<S> sc = ScratchOf<S>(scratch, t);
+    SetAffine(sc, mean, variance, gamma, beta, epsilon);
+    if (t.tiles() > 0) ForwardPass(act, x, y, t, sc, parallel);
   });
 }
 
@@ -598,7 +565,7 @@ void CpuBatchNormInferenceGrad(const BatchNormActivation& act, Dtype dtype,
                                const void* dy, const void* x,
                                const void* gamma, const void* beta,
                                const void* mean, const void* variance,
-                               double epsilon, void* dx, void* dgamma,
+                               float epsilon, void* dx, void* dgamma,
                                void* dbeta, BatchNormLayout layout,
                                double* scratch,
                                const BatchNormParallelFor& parallel) {
@@ -607,15 +574,7 @@ void CpuBatchNormInferenceGrad(const BatchNormActivation& act, Dtype dtype,
     using S = decltype(s);
     const Scratch<S> sc = ScratchOf<S>(scratch, t);
     SetAffine(sc, mean, variance, gamma, beta, epsilon);
-    VisitActivation(act, [&](const auto& op) {
-      parallel(t.tiles(), t.row_block * t.col_block * (op.kCyclesPerElement + 7),
-               [&](int64_t b, int64_t e) {
-                 GradSums(op, dtype, dy, x, dx, t, scratch, b, e);
-               });
-    });
-    ReduceGradSums(t, sc, parallel);
-    WriteParamGrads(sc.channel(kSumA), sc.channel(kSumB), sc.channel(kRstd),
-                    layout.channels, dgamma, dbeta);
+    GradSums(act, dy, x, dx, t, sc, dgamma, dbeta, parallel);
   });
 }
 

@@ -1,12 +1,12 @@
 // The CPU engine of the batch-norm ops (batch_norm_math.h): whole ops, TF-free.
 // The kernels (batch_norm_kernels.cc) hand it TensorFlow's thread pool as a
-// ParallelFor and a scratch buffer; the engine test hands it a plain loop.
+// ParallelFor and a scratch buffer; the engine test hands it plain loops.
 //
 // Buffers are untyped with the Dtype of x (and y, dy, dx); the per-channel
 // tensors (gamma, beta, mean, variance and their gradients) are float for
 // half, bfloat16 and float, double for double: the compute type. A null gamma
-// is ones, a null beta zeros, a null d_mean or d_variance zeros; a null dgamma
-// or dbeta is not written.
+// is ones, a null beta zeros, a null d_mean or d_variance zeros; a null
+// dgamma or dbeta is not written. epsilon is the ops' float attribute.
 //
 // Reductions run over tiles fixed by the shape alone (never by the thread
 // count), each writing its own partial sums, which are then added per channel
@@ -33,40 +33,56 @@ using BatchNormParallelFor = std::function<void(
 int64_t BatchNormScratchDoubles(BatchNormLayout layout);
 
 // y = f(x * scale + shift) with the batch statistics; writes the batch mean
-// and (biased) variance. Two passes over x.
+// and (biased) variance. Two passes over x; one (the statistics alone) when
+// y is null.
 void CpuBatchNormTraining(const BatchNormActivation& act, Dtype dtype,
                           const void* x, const void* gamma, const void* beta,
-                          double epsilon, void* y, void* mean, void* variance,
+                          float epsilon, void* y, void* mean, void* variance,
                           BatchNormLayout layout, double* scratch,
                           const BatchNormParallelFor& parallel);
 
 // dx, dgamma, dbeta of CpuBatchNormTraining (mean and variance: its outputs;
-// d_mean, d_variance: the gradients of those outputs). Two passes over x, dy.
+// d_mean, d_variance: the gradients of those outputs). Two passes over x, dy:
+// CpuBatchNormInferenceGrad's sums, then CpuBatchNormTrainingInputGrad;
+// the first alone when dx is null.
 void CpuBatchNormTrainingGrad(const BatchNormActivation& act, Dtype dtype,
                               const void* dy, const void* x,
                               const void* gamma, const void* beta,
                               const void* mean, const void* variance,
                               const void* d_mean, const void* d_variance,
-                              double epsilon, void* dx, void* dgamma,
+                              float epsilon, void* dx, void* dgamma,
                               void* dbeta, BatchNormLayout layout,
                               double* scratch,
                               const BatchNormParallelFor& parallel);
+
+// The training grad's second pass alone: dx from the parameter gradients
+// dgamma and dbeta and the statistics' gradients d_mean and d_variance of a
+// batch of `count` elements per channel that x is part of (summed over the
+// replicas of a synchronized batch norm). One pass over x, dy.
+void CpuBatchNormTrainingInputGrad(
+    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const void* x, const void* gamma, const void* beta, const void* mean,
+    const void* variance, const void* d_mean, const void* d_variance,
+    const void* dgamma, const void* dbeta, double count, float epsilon,
+    void* dx, BatchNormLayout layout, double* scratch,
+    const BatchNormParallelFor& parallel);
 
 // y = f(x * scale + shift) with the given statistics. One pass.
 void CpuBatchNormInference(const BatchNormActivation& act, Dtype dtype,
                            const void* x, const void* gamma, const void* beta,
                            const void* mean, const void* variance,
-                           double epsilon, void* y, BatchNormLayout layout,
+                           float epsilon, void* y, BatchNormLayout layout,
                            double* scratch,
                            const BatchNormParallelFor& parallel);
 
 // dx = scale * dz, dgamma = rstd * sum(dz * (x - mean)), dbeta = sum(dz) of
-// CpuBatchNormInference, statistics held fixed. One pass.
+// CpuBatchNormInference, statistics held fixed. One pass; dx null: the sums
+// alone.
 void CpuBatchNormInferenceGrad(const BatchNormActivation& act, Dtype dtype,
                                const void* dy, const void* x,
                                const void* gamma, const void* beta,
                                const void* mean, const void* variance,
-                               double epsilon, void* dx, void* dgamma,
+                               float epsilon, void* dx, void* dgamma,
                                void* dbeta, BatchNormLayout layout,
                                double* scratch,
                                const BatchNormParallelFor& parallel);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,6 +22,8 @@
 #include "tf_ops/cc/activation/elementwise_kernel.h"
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
 #include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
+#include "tf_ops/cc/batch_norm/batch_norm_shapes.h"
+#include "tf_ops/cc/core/huge_pages.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tf_ops/cu/batch_norm/batch_norm_gpu.h"
@@ -35,72 +38,15 @@ using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
 using tensorflow::TensorShape;
 
-enum class Phase { kTraining, kTrainingGrad, kInference, kInferenceGrad };
+using Phase = BatchNormPhase;
 
-constexpr const char* PhaseName(Phase p) {
-  switch (p) {
-    case Phase::kTraining:
-      return "TfOps>BatchNormTraining";
-    case Phase::kTrainingGrad:
-      return "TfOps>BatchNormTrainingGrad";
-    case Phase::kInference:
-      return "TfOps>BatchNormInference";
-    case Phase::kInferenceGrad:
-      return "TfOps>BatchNormInferenceGrad";
-  }
-  return "";
-}
-
-// The inputs of each phase: where x is, and the per-channel ones with names.
-struct PhaseInputs {
-  int x;
-  std::vector<const char*> channel_names;  // inputs x + 1, x + 2, ...
-};
-PhaseInputs InputsOf(Phase p) {
-  switch (p) {
-    case Phase::kTraining:
-      return {0, {"scale", "offset"}};
-    case Phase::kTrainingGrad:
-      return {1,
-              {"scale", "offset", "batch_mean", "batch_variance",
-               "mean_backprop", "variance_backprop"}};
-    case Phase::kInference:
-      return {0, {"scale", "offset", "mean", "variance"}};
-    case Phase::kInferenceGrad:
-      return {1, {"scale", "offset", "mean", "variance"}};
-  }
-  return {0, {}};
-}
-
-// x's layout around the channel axis, and every per-channel input checked.
+// x's layout around the channel axis, every input's shape checked.
 absl::Status LayoutOf(OpKernelContext* ctx, Phase phase, int axis_attr,
                       BatchNormLayout* layout) {
-  const std::string op = PhaseName(phase);
-  const PhaseInputs in = InputsOf(phase);
-  const TensorShape& x = ctx->input(in.x).shape();
   int axis = 0;
-  TF_RETURN_IF_ERROR(NormalizeBatchNormAxis(op, axis_attr, x.dims(), &axis));
-  layout->outer = 1;
-  layout->inner = 1;
-  for (int d = 0; d < axis; ++d) layout->outer *= x.dim_size(d);
-  layout->channels = x.dim_size(axis);
-  for (int d = axis + 1; d < x.dims(); ++d) layout->inner *= x.dim_size(d);
-  for (size_t k = 0; k < in.channel_names.size(); ++k) {
-    const TensorShape& v = ctx->input(in.x + 1 + k).shape();
-    if (v.dims() != 1 || v.dim_size(0) != layout->channels) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": ", in.channel_names[k],
-          " must be 1-D with one element per channel (axis ", axis_attr,
-          " of x), got x ", x.DebugString(), " and ", in.channel_names[k],
-          " ", v.DebugString()));
-    }
-  }
-  if (in.x == 1 && ctx->input(0).shape() != x) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": y_backprop and x must have the same shape, got ",
-        ctx->input(0).shape().DebugString(), " and ", x.DebugString()));
-  }
-  return absl::OkStatus();
+  return BatchNormLayoutOf(
+      phase, axis_attr, [ctx](int i) { return ctx->input(i).shape(); },
+      layout, &axis);
 }
 
 template <typename T>
@@ -132,18 +78,27 @@ BatchNormParallelFor PoolOf(OpKernelContext* ctx) {
 }
 #endif
 
+// The element count input of the input-grad op (host memory on the GPU).
+template <typename U>
+double CountOf(const Tensor& t) {
+  return static_cast<double>(t.scalar<U>()());
+}
+
 template <typename T, Phase kPhase>
 class BatchNormOp : public OpKernel {
  public:
+  // Per-channel tensors: float, double for double x.
+  using U = std::conditional_t<std::is_same<T, double>::value, double, float>;
+
   explicit BatchNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadBatchNormAttrs(ctx, PhaseName(kPhase), &attrs_));
+    OP_REQUIRES_OK(ctx,
+                   ReadBatchNormAttrs(ctx, BatchNormOpName(kPhase), &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
     BatchNormLayout layout;
     OP_REQUIRES_OK(ctx, LayoutOf(ctx, kPhase, attrs_.axis, &layout));
-    const TensorShape vec({layout.channels});
-    const int x_index = InputsOf(kPhase).x;
+    const int x_index = BatchNormInputsOf(kPhase).x;
     const Tensor& x = ctx->input(x_index);
     auto in = [&](int k) { return Data<T>(ctx->input(k)); };
     Tensor scratch;
@@ -153,21 +108,37 @@ class BatchNormOp : public OpKernel {
                             &scratch));
     double* sp = scratch.flat<double>().data();
     const Dtype dtype = DtypeOf<T>();
-    const double eps = attrs_.epsilon;
+    const float eps = attrs_.epsilon;
     const BatchNormActivation& act = attrs_.activation;
-    Tensor* out0 = nullptr;
-    if (kPhase == Phase::kTraining || kPhase == Phase::kInference) {
-      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
-                              {0}, 0, x.shape(), &out0));
-    } else {
-      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
-                              {0, 1}, 0, x.shape(), &out0));
+    // y or x_backprop, in place of an input where TensorFlow allows; left
+    // out when nothing consumes it (the engines then skip its pass: the
+    // statistics alone, the grad's sums alone).
+    void* out0 = nullptr;
+    if (ctx->output_required(0)) {
+      Tensor* t = nullptr;
+      if (IsGradPhase(kPhase)) {
+        OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
+                                {0, 1}, 0, x.shape(), &t));
+      } else {
+        OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
+                                {0}, 0, x.shape(), &t));
+      }
+      out0 = MutableData(t);
+#if !TF_OPS_WITH_CUDA
+      if (out0 != in(0) && out0 != in(1)) {
+        AdviseHugePages(out0, x.NumElements() * sizeof(T));
+      }
+#endif
     }
-    Tensor* out1 = nullptr;
-    Tensor* out2 = nullptr;
-    if (kPhase != Phase::kInference) {
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, vec, &out1));
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(2, vec, &out2));
+    void* out1 = nullptr;
+    void* out2 = nullptr;
+    if (BatchNormOutputs(kPhase) == 3) {
+      const TensorShape vec({layout.channels});
+      Tensor *t1 = nullptr, *t2 = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, vec, &t1));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(2, vec, &t2));
+      out1 = MutableData(t1);
+      out2 = MutableData(t2);
     }
 #if TF_OPS_WITH_CUDA
     const char* error = nullptr;
@@ -181,32 +152,38 @@ class BatchNormOp : public OpKernel {
     switch (kPhase) {
       case Phase::kTraining:
         TF_OPS_BN_RUN(CpuBatchNormTraining, LaunchBatchNormTraining, act,
-                      dtype, in(0), in(1), in(2), eps, MutableData(out0),
-                      MutableData(out1), MutableData(out2), layout);
+                      dtype, in(0), in(1), in(2), eps, out0, out1, out2,
+                      layout);
         break;
       case Phase::kTrainingGrad:
         TF_OPS_BN_RUN(CpuBatchNormTrainingGrad, LaunchBatchNormTrainingGrad,
                       act, dtype, in(0), in(1), in(2), in(3), in(4), in(5),
-                      in(6), in(7), eps, MutableData(out0), MutableData(out1),
-                      MutableData(out2), layout);
+                      in(6), in(7), eps, out0, out1, out2, layout);
+        break;
+      case Phase::kTrainingInputGrad:
+        if (out0 == nullptr) break;
+        TF_OPS_BN_RUN(CpuBatchNormTrainingInputGrad,
+                      LaunchBatchNormTrainingInputGrad, act, dtype, in(0),
+                      in(1), in(2), in(3), in(4), in(5), in(6), in(7), in(8),
+                      in(9), CountOf<U>(ctx->input(10)), eps, out0, layout);
         break;
       case Phase::kInference:
+        if (out0 == nullptr) break;
         TF_OPS_BN_RUN(CpuBatchNormInference, LaunchBatchNormInference, act,
-                      dtype, in(0), in(1), in(2), in(3), in(4), eps,
-                      MutableData(out0), layout);
+                      dtype, in(0), in(1), in(2), in(3), in(4), eps, out0,
+                      layout);
         break;
       case Phase::kInferenceGrad:
         TF_OPS_BN_RUN(CpuBatchNormInferenceGrad, LaunchBatchNormInferenceGrad,
                       act, dtype, in(0), in(1), in(2), in(3), in(4), in(5),
-                      eps, MutableData(out0), MutableData(out1),
-                      MutableData(out2), layout);
+                      eps, out0, out1, out2, layout);
         break;
     }
 #undef TF_OPS_BN_RUN
 #if TF_OPS_WITH_CUDA
     OP_REQUIRES(ctx, error == nullptr,
                 absl::InternalError(absl::StrCat(
-                    PhaseName(kPhase), ": CUDA kernel launch failed: ",
+                    BatchNormOpName(kPhase), ": CUDA kernel launch failed: ",
                     error == nullptr ? "" : error)));
 #endif
   }
@@ -245,7 +222,13 @@ using tensorflow::register_kernel::Name;
                               .Device(TF_OPS_BN_DEVICE)                       \
                               .TypeConstraint<T>("T")                         \
                               .TypeConstraint<U>("U"),                        \
-                          BatchNormOp<T, Phase::kInferenceGrad>);
+                          BatchNormOp<T, Phase::kInferenceGrad>);          \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTrainingInputGrad")         \
+                              .Device(TF_OPS_BN_DEVICE)                       \
+                              .TypeConstraint<T>("T")                         \
+                              .TypeConstraint<U>("U")                         \
+                              .HostMemory("count"),                           \
+                          BatchNormOp<T, Phase::kTrainingInputGrad>);
 
 TF_OPS_REGISTER_BATCH_NORM(Eigen::half, float)
 TF_OPS_REGISTER_BATCH_NORM(Eigen::bfloat16, float)

@@ -19,10 +19,13 @@
 // rsqrt(variance + epsilon), xc = x - mean:
 //   dbeta = sum(dz),  dgamma = r * sum(dz * xc)                  (pass 1)
 //   training:  dx = scale * dz + c1 * xc + c0                    (pass 2)
-//     c1 = -scale * r * dgamma / n + 2 * dvariance / n
-//     c0 = -scale * dbeta / n + dmean / n
+//     c1 = (2 * dvariance - scale * r * dgamma) / n
+//     c0 = (dmean - scale * dbeta) / n
 //     (dmean, dvariance: the gradients of the forward's mean and variance
-//     outputs, zero when only y is used)
+//     outputs, zero when only y is used). With the statistics of a batch
+//     split over replicas (synchronized batch norm), dgamma, dbeta, dmean
+//     and dvariance are the sums over the replicas and n the global count:
+//     pass 1 on each replica, one all-reduce, pass 2 on each.
 //   inference: dx = scale * dz (one pass with the sums; the statistics are
 //     inputs: dmean = -scale * dbeta, dvariance = -gamma * r^2 * dgamma / 2,
 //     composed by the Python gradient from dgamma and dbeta).
@@ -125,9 +128,10 @@ TF_OPS_HOST_DEVICE T NormalizeDz(const Op& op, T dy, T x, T scale, T shift) {
   return dy * DerivativeAtFeatures(op, x * scale + shift);
 }
 
-// The training backward's pass-2 coefficients of a channel from its pass-1
-// sums (sum_dz = dbeta, sum_dz_xc = dgamma / rstd) and the gradients of the
-// mean and variance outputs.
+// The training backward's pass-2 coefficients of a channel from its
+// parameter gradients (dbeta = sum(dz), dgamma = rstd * sum(dz * xc): of one
+// device's batch, or summed over replicas), the gradients of the mean and
+// variance outputs, and the count n of elements the statistics are over.
 template <typename T>
 struct TrainingDxCoefficients {
   T c1;  // of x - mean
@@ -135,10 +139,10 @@ struct TrainingDxCoefficients {
 };
 template <typename T>
 TF_OPS_HOST_DEVICE TrainingDxCoefficients<T> TrainingDxOf(
-    T scale, T rstd, T sum_dz, T sum_dz_xc, T d_mean, T d_variance, T n) {
+    T scale, T rstd, T dbeta, T dgamma, T d_mean, T d_variance, T n) {
   const T inv_n = T(1) / n;
-  return {-scale * rstd * rstd * sum_dz_xc * inv_n + T(2) * d_variance * inv_n,
-          (d_mean - scale * sum_dz) * inv_n};
+  return {(T(2) * d_variance - scale * rstd * dgamma) * inv_n,
+          (d_mean - scale * dbeta) * inv_n};
 }
 
 // dx of the training backward, pass 2.

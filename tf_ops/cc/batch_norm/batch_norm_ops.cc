@@ -1,16 +1,8 @@
-// The batch normalization + activation ops (math: batch_norm_math.h):
-//   TfOps>BatchNormTraining      x, scale, offset -> y, batch_mean,
-//                                batch_variance
-//   TfOps>BatchNormTrainingGrad  y_backprop, x, scale, offset, batch_mean,
-//                                batch_variance, mean_backprop,
-//                                variance_backprop
-//                                -> x_backprop, scale_backprop, offset_backprop
-//   TfOps>BatchNormInference     x, scale, offset, mean, variance -> y
-//   TfOps>BatchNormInferenceGrad y_backprop, x, scale, offset, mean, variance
-//                                -> x_backprop, scale_backprop, offset_backprop
-// x, y and their gradients: T in {half, bfloat16, float, double}; the
-// per-channel tensors: U, float (double for double x). Shapes are checked
-// here where known, and by the kernels at run time.
+// The batch normalization + activation ops (math: batch_norm_math.h;
+// signatures and shape rules: batch_norm_shapes.h). x, y and their gradients:
+// T in {half, bfloat16, float, double}; the per-channel tensors: U, float
+// (double for double x). Shapes are checked here where known, and by the
+// kernels and XLA lowerings at run time.
 
 #include <string>
 #include <vector>
@@ -20,6 +12,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
+#include "tf_ops/cc/batch_norm/batch_norm_shapes.h"
 
 namespace tf_ops {
 namespace {
@@ -29,13 +22,14 @@ using tensorflow::shape_inference::DimensionHandle;
 using tensorflow::shape_inference::InferenceContext;
 using tensorflow::shape_inference::ShapeHandle;
 
-// Checks the attributes, the rank and axis of input `x_index`, U against T,
-// and that inputs [first_channel, last_channel] are 1-D with one element per
-// channel. Sets *x to x's shape and *channels to the channel dimension.
-absl::Status CheckInputs(InferenceContext* c, const std::string& op,
-                         int x_index,
-                         const std::vector<std::pair<int, const char*>>& vecs,
-                         ShapeHandle* x, DimensionHandle* channels) {
+// The shape function of each op: checks the attributes, the rank and axis of
+// x, U against T, that the per-channel inputs are 1-D with one element per
+// channel and that y_backprop has x's shape, as far as the shapes are known;
+// sets the outputs' shapes.
+template <BatchNormPhase kPhase>
+absl::Status ShapeFn(InferenceContext* c) {
+  const std::string op = BatchNormOpName(kPhase);
+  const BatchNormInputs in = BatchNormInputsOf(kPhase);
   BatchNormAttrs attrs;
   TF_RETURN_IF_ERROR(ReadBatchNormAttrs(c, op, &attrs));
   DataType t, u;
@@ -47,93 +41,53 @@ absl::Status CheckInputs(InferenceContext* c, const std::string& op,
         "float32 otherwise, got x ", tensorflow::DataTypeString(t), " and ",
         tensorflow::DataTypeString(u)));
   }
-  *x = c->input(x_index);
-  *channels = c->UnknownDim();
-  if (c->RankKnown(*x)) {
+  ShapeHandle x = c->input(in.x);
+  DimensionHandle channels = c->UnknownDim();
+  if (c->RankKnown(x)) {
     int axis = 0;
-    TF_RETURN_IF_ERROR(
-        NormalizeBatchNormAxis(op, attrs.axis, c->Rank(*x), &axis));
-    *channels = c->Dim(*x, axis);
+    TF_RETURN_IF_ERROR(NormalizeBatchNormAxis(op, attrs.axis, c->Rank(x), &axis));
+    channels = c->Dim(x, axis);
   }
-  for (const auto& [index, name] : vecs) {
+  for (size_t k = 0; k < in.channel_names.size(); ++k) {
+    const char* name = in.channel_names[k];
+    const ShapeHandle input = c->input(in.x + 1 + static_cast<int>(k));
     ShapeHandle v;
-    if (!c->WithRank(c->input(index), 1, &v).ok()) {
+    if (!c->WithRank(input, 1, &v).ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(op, ": ", name, " must be 1-D (one element per channel), "
-                       "got shape ", c->DebugString(c->input(index))));
+                       "got shape ", c->DebugString(input)));
     }
     DimensionHandle merged;
-    if (!c->Merge(*channels, c->Dim(v, 0), &merged).ok()) {
+    if (!c->Merge(channels, c->Dim(v, 0), &merged).ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           op, ": ", name, " must have one element per channel (axis ",
-          attrs.axis, " of x), got x ", c->DebugString(*x), " and ", name, " ",
+          attrs.axis, " of x), got x ", c->DebugString(x), " and ", name, " ",
           c->DebugString(v)));
     }
-    *channels = merged;
+    channels = merged;
   }
-  return absl::OkStatus();
-}
-
-absl::Status CheckGradients(InferenceContext* c, const std::string& op,
-                            ShapeHandle x, ShapeHandle* out) {
-  if (!c->Merge(c->input(0), x, out).ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": y_backprop and x must have the same shape, got ",
-        c->DebugString(c->input(0)), " and ", c->DebugString(x)));
+  if (in.count >= 0) {
+    ShapeHandle count;
+    if (!c->WithRank(c->input(in.count), 0, &count).ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": count must be a scalar, got shape ",
+                       c->DebugString(c->input(in.count))));
+    }
   }
-  return absl::OkStatus();
-}
-
-absl::Status TrainingShape(InferenceContext* c) {
-  ShapeHandle x;
-  DimensionHandle channels;
-  TF_RETURN_IF_ERROR(CheckInputs(c, "TfOps>BatchNormTraining", 0,
-                                 {{1, "scale"}, {2, "offset"}}, &x, &channels));
+  if (IsGradPhase(kPhase)) {
+    ShapeHandle merged;
+    if (!c->Merge(c->input(0), x, &merged).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": y_backprop and x must have the same shape, got ",
+          c->DebugString(c->input(0)), " and ", c->DebugString(x)));
+    }
+    x = merged;
+  }
   c->set_output(0, x);
-  c->set_output(1, c->Vector(channels));
-  c->set_output(2, c->Vector(channels));
-  return absl::OkStatus();
-}
-
-absl::Status TrainingGradShape(InferenceContext* c) {
-  const std::string op = "TfOps>BatchNormTrainingGrad";
-  ShapeHandle x, dx;
-  DimensionHandle channels;
-  TF_RETURN_IF_ERROR(CheckInputs(
-      c, op, 1,
-      {{2, "scale"}, {3, "offset"}, {4, "batch_mean"}, {5, "batch_variance"},
-       {6, "mean_backprop"}, {7, "variance_backprop"}},
-      &x, &channels));
-  TF_RETURN_IF_ERROR(CheckGradients(c, op, x, &dx));
-  c->set_output(0, dx);
-  c->set_output(1, c->Vector(channels));
-  c->set_output(2, c->Vector(channels));
-  return absl::OkStatus();
-}
-
-absl::Status InferenceShape(InferenceContext* c) {
-  ShapeHandle x;
-  DimensionHandle channels;
-  TF_RETURN_IF_ERROR(CheckInputs(
-      c, "TfOps>BatchNormInference", 0,
-      {{1, "scale"}, {2, "offset"}, {3, "mean"}, {4, "variance"}}, &x,
-      &channels));
-  c->set_output(0, x);
-  return absl::OkStatus();
-}
-
-absl::Status InferenceGradShape(InferenceContext* c) {
-  const std::string op = "TfOps>BatchNormInferenceGrad";
-  ShapeHandle x, dx;
-  DimensionHandle channels;
-  TF_RETURN_IF_ERROR(CheckInputs(
-      c, op, 1,
-      {{2, "scale"}, {3, "offset"}, {4, "mean"}, {5, "variance"}}, &x,
-      &channels));
-  TF_RETURN_IF_ERROR(CheckGradients(c, op, x, &dx));
-  c->set_output(0, dx);
-  c->set_output(1, c->Vector(channels));
-  c->set_output(2, c->Vector(channels));
+  if (BatchNormOutputs(kPhase) == 3) {
+    c->set_output(1, c->Vector(channels));
+    c->set_output(2, c->Vector(channels));
+  }
   return absl::OkStatus();
 }
 
@@ -157,7 +111,7 @@ REGISTER_OP("TfOps>BatchNormTraining")
     .Output("batch_mean: U")
     .Output("batch_variance: U")
     .TF_OPS_BATCH_NORM_ATTRS
-    .SetShapeFn(TrainingShape)
+    .SetShapeFn(ShapeFn<BatchNormPhase::kTraining>)
     .Doc("y = f(x * s + t), s = scale * rsqrt(batch_variance + epsilon), t = "
          "offset - batch_mean * s, with the batch mean and biased variance of "
          "x over every axis but `axis` (accumulated in float32 for half and "
@@ -165,20 +119,24 @@ REGISTER_OP("TfOps>BatchNormTraining")
          "f = `activation` (alpha: LeakyRelu, Elu, Celu; beta: Swish; "
          "approximate: Gelu). Two passes over x.");
 
+// The training grad's inputs (the input grad's first ones).
+#define TF_OPS_BATCH_NORM_TRAINING_GRAD_INPUTS \
+  Input("y_backprop: T")                      \
+      .Input("x: T")                          \
+      .Input("scale: U")                      \
+      .Input("offset: U")                     \
+      .Input("batch_mean: U")                 \
+      .Input("batch_variance: U")             \
+      .Input("mean_backprop: U")              \
+      .Input("variance_backprop: U")
+
 REGISTER_OP("TfOps>BatchNormTrainingGrad")
-    .Input("y_backprop: T")
-    .Input("x: T")
-    .Input("scale: U")
-    .Input("offset: U")
-    .Input("batch_mean: U")
-    .Input("batch_variance: U")
-    .Input("mean_backprop: U")
-    .Input("variance_backprop: U")
+    .TF_OPS_BATCH_NORM_TRAINING_GRAD_INPUTS
     .Output("x_backprop: T")
     .Output("scale_backprop: U")
     .Output("offset_backprop: U")
     .TF_OPS_BATCH_NORM_ATTRS
-    .SetShapeFn(TrainingGradShape)
+    .SetShapeFn(ShapeFn<BatchNormPhase::kTrainingGrad>)
     .Doc("The gradients of TfOps>BatchNormTraining's three outputs back to x, "
          "scale and offset (the batch statistics as functions of x), "
          "recomputing the normalised value and f' from x. Two passes over x "
@@ -192,7 +150,7 @@ REGISTER_OP("TfOps>BatchNormInference")
     .Input("variance: U")
     .Output("y: T")
     .TF_OPS_BATCH_NORM_ATTRS
-    .SetShapeFn(InferenceShape)
+    .SetShapeFn(ShapeFn<BatchNormPhase::kInference>)
     .Doc("y = f(x * s + t), s = scale * rsqrt(variance + epsilon), t = offset "
          "- mean * s, with the given (moving) statistics. One pass.");
 
@@ -207,9 +165,25 @@ REGISTER_OP("TfOps>BatchNormInferenceGrad")
     .Output("scale_backprop: U")
     .Output("offset_backprop: U")
     .TF_OPS_BATCH_NORM_ATTRS
-    .SetShapeFn(InferenceGradShape)
+    .SetShapeFn(ShapeFn<BatchNormPhase::kInferenceGrad>)
     .Doc("x_backprop = s * dz, scale_backprop = rsqrt(variance + epsilon) * "
          "sum(dz * (x - mean)), offset_backprop = sum(dz), dz = y_backprop * "
          "f'(x * s + t), with the statistics held fixed. One pass.");
+
+REGISTER_OP("TfOps>BatchNormTrainingInputGrad")
+    .TF_OPS_BATCH_NORM_TRAINING_GRAD_INPUTS
+    .Input("scale_backprop: U")
+    .Input("offset_backprop: U")
+    .Input("count: U")
+    .Output("x_backprop: T")
+    .TF_OPS_BATCH_NORM_ATTRS
+    .SetShapeFn(ShapeFn<BatchNormPhase::kTrainingInputGrad>)
+    .Doc("TfOps>BatchNormTrainingGrad's second pass alone, for statistics of "
+         "a batch that x is part of (synchronized batch norm): x_backprop = "
+         "s * dz + c1 * (x - batch_mean) + c0, c1 = (2 * variance_backprop - "
+         "s * r * scale_backprop) / count, c0 = (mean_backprop - s * "
+         "offset_backprop) / count, r = rsqrt(batch_variance + epsilon), with "
+         "the parameter and statistics gradients and the element count of "
+         "the whole batch (summed over replicas). One pass.");
 
 }  // namespace tf_ops

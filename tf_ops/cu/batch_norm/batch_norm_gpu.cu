@@ -1,7 +1,13 @@
-// The batch-norm ops' CUDA kernels (batch_norm_gpu.h). Per op: a per-channel
-// setup, a chunked partial-sum pass (statistics, or the grad's sums of dz and
-// dz * (x - mean)), a per-channel finish that adds each channel's chunks in a
-// fixed order, and a grid-stride element pass. No atomics anywhere.
+// The batch-norm ops' CUDA kernels (batch_norm_gpu.h). Every pass over the
+// tensor is one of two kernels with an element kernel, as in the CPU engine:
+// PartialsKernel (a reduction: each block sums one fixed chunk of one channel
+// by a fixed shared-memory tree into its own slot) for the statistics and the
+// grad's sums, ElementKernel (grid-stride) for the normalisation and the
+// training grad's dx. Between them, one thread per channel: the setup from
+// given statistics, the statistics from the chunks' sums (added in a fixed
+// order), the parameter gradients and the dx coefficients. No atomics
+// anywhere. The forward launchers (training, inference) are one template, as
+// are the grad launchers.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -44,8 +50,8 @@ __device__ __forceinline__ T Store(ComputeType<T> v) {
 }
 
 // Element m of channel c.
-__device__ __forceinline__ int64_t Offset(BatchNormLayout l, int64_t c,
-                                          int64_t m) {
+__host__ __device__ __forceinline__ int64_t Offset(BatchNormLayout l,
+                                                   int64_t c, int64_t m) {
   return (m / l.inner) * l.channels * l.inner + c * l.inner + m % l.inner;
 }
 
@@ -53,9 +59,12 @@ int64_t ChunksOf(BatchNormLayout l) {
   return std::max<int64_t>(1, (l.count() + kChunk - 1) / kChunk);
 }
 
+int64_t Total(BatchNormLayout l) { return l.outer * l.channels * l.inner; }
+
 // Scratch layout (doubles): partial sums a and b (C * chunks each, as Acc),
 // then per-channel arrays in the compute type.
-enum ChannelArray { kMean, kScale, kShift, kRstd, kC1, kC0, kChannelArrays };
+enum ChannelArray { kMean, kScale, kShift, kRstd, kC1, kC0, kDbeta, kDgamma,
+                    kChannelArrays };
 
 template <typename T>
 struct Scratch {
@@ -80,6 +89,108 @@ __device__ __forceinline__ U ValueOr(const void* p, int64_t c, U absent) {
   return p == nullptr ? absent : static_cast<const U*>(p)[c];
 }
 
+// ---------------------------------------------------- element kernels ---
+// Each: T, Values (what At(c) reads for channel c) and Apply(i, values) for
+// element i, returning the two values a reduction adds up.
+
+template <typename Cm>
+struct Pair {
+  Cm a, b;
+};
+
+// Shifted sums about the channel's first element: x - pivot, its square.
+template <typename T>
+struct StatsKernel {
+  using Cm = ComputeType<T>;
+  using Values = Cm;
+  const T* x;
+  BatchNormLayout l;
+  __device__ Values At(int64_t c) const {
+    return l.count() == 0 ? Cm(0) : Load(x[Offset(l, c, 0)]);
+  }
+  __device__ Pair<Cm> Apply(int64_t i, Cm pivot) const {
+    const Cm d = Load(x[i]) - pivot;
+    return {d, d * d};
+  }
+};
+
+// y = f(x * scale + shift).
+template <typename Op, typename T>
+struct ForwardKernel {
+  using Cm = ComputeType<T>;
+  struct Values {
+    Cm scale, shift;
+  };
+  Op op;
+  const T* x;
+  T* y;
+  Scratch<T> sc;
+  __device__ Values At(int64_t c) const {
+    return {sc.channel(kScale)[c], sc.channel(kShift)[c]};
+  }
+  __device__ Pair<Cm> Apply(int64_t i, const Values& v) const {
+    y[i] = Store<T>(NormalizeForward(op, Load(x[i]), v.scale, v.shift));
+    return {};
+  }
+};
+
+// What both grad kernels read: dy, x and the scratch's per-channel values;
+// dx, written, may be null (the sums alone).
+template <typename Op, typename T>
+struct GradKernelInputs {
+  Op op;
+  const T* dy;
+  const T* x;
+  T* dx;
+  Scratch<T> sc;
+};
+
+// Sums of dz and dz * (x - mean); dx = scale * dz where dx is given (the
+// inference grad).
+template <typename Op, typename T>
+struct GradSumsKernel : GradKernelInputs<Op, T> {
+  using Cm = ComputeType<T>;
+  struct Values {
+    Cm mean, scale, shift;
+  };
+  __device__ Values At(int64_t c) const {
+    return {this->sc.channel(kMean)[c], this->sc.channel(kScale)[c],
+            this->sc.channel(kShift)[c]};
+  }
+  __device__ Pair<Cm> Apply(int64_t i, const Values& v) const {
+    const Cm xv = Load(this->x[i]);
+    const Cm dz =
+        NormalizeDz(this->op, Load(this->dy[i]), xv, v.scale, v.shift);
+    if (this->dx != nullptr) this->dx[i] = Store<T>(v.scale * dz);
+    return {dz, dz * (xv - v.mean)};
+  }
+};
+
+// The training grad's dx = scale * dz + c1 * (x - mean) + c0.
+template <typename Op, typename T>
+struct TrainingDxKernel : GradKernelInputs<Op, T> {
+  using Cm = ComputeType<T>;
+  struct Values {
+    Cm mean;
+    ChannelAffine<Cm> affine;
+    TrainingDxCoefficients<Cm> c;
+  };
+  __device__ Values At(int64_t c) const {
+    const Scratch<T>& sc = this->sc;
+    return {sc.channel(kMean)[c],
+            {sc.channel(kScale)[c], sc.channel(kShift)[c], Cm(0)},
+            {sc.channel(kC1)[c], sc.channel(kC0)[c]}};
+  }
+  __device__ Pair<Cm> Apply(int64_t i, const Values& v) const {
+    this->dx[i] = Store<T>(TrainingDx(this->op, Load(this->dy[i]),
+                                      Load(this->x[i]), v.mean, v.affine,
+                                      v.c));
+    return {};
+  }
+};
+
+// -------------------------------------------------- the two passes ------
+
 // Adds the block's (a, b) by a fixed tree; thread 0 gets the sums.
 template <typename A>
 __device__ void BlockSum(A* sa, A* sb, A a, A b) {
@@ -95,26 +206,23 @@ __device__ void BlockSum(A* sa, A* sb, A a, A b) {
   }
 }
 
-// ----------------------------------------------------- partial sums ----
-
-template <typename T>
-__global__ void StatsPartialsKernel(const T* x, BatchNormLayout l,
-                                    int64_t chunks, AccType<T>* pa,
-                                    AccType<T>* pb) {
-  using A = AccType<T>;
+// The sums of each (channel, chunk) into pa, pb[channel * chunks + chunk].
+template <typename A, typename K>
+__global__ void PartialsKernel(K k, BatchNormLayout l, int64_t chunks, A* pa,
+                               A* pb) {
   __shared__ A sa[kThreadsPerBlock];
   __shared__ A sb[kThreadsPerBlock];
   const int64_t n = l.count();
   for (int64_t tile = blockIdx.x; tile < l.channels * chunks;
        tile += gridDim.x) {
-    const int64_t c = tile / chunks, k = tile % chunks;
-    const ComputeType<T> pivot = Load(x[Offset(l, c, 0)]);
+    const int64_t c = tile / chunks, chunk = tile % chunks;
+    const typename K::Values v = k.At(c);
     A a = 0, b = 0;
-    const int64_t end = n < (k + 1) * kChunk ? n : (k + 1) * kChunk;
-    for (int64_t m = k * kChunk + threadIdx.x; m < end; m += blockDim.x) {
-      const A d = static_cast<A>(Load(x[Offset(l, c, m)]) - pivot);
-      a += d;
-      b += d * d;
+    const int64_t end = n < (chunk + 1) * kChunk ? n : (chunk + 1) * kChunk;
+    for (int64_t m = chunk * kChunk + threadIdx.x; m < end; m += blockDim.x) {
+      const auto s = k.Apply(Offset(l, c, m), v);
+      a += static_cast<A>(s.a);
+      b += static_cast<A>(s.b);
     }
     BlockSum(sa, sb, a, b);
     if (threadIdx.x == 0) {
@@ -125,45 +233,32 @@ __global__ void StatsPartialsKernel(const T* x, BatchNormLayout l,
   }
 }
 
-template <typename Op, typename T>
-__global__ void GradPartialsKernel(Op op, const T* dy, const T* x, T* dx,
-                                   BatchNormLayout l, int64_t chunks,
-                                   Scratch<T> sc) {
-  using A = AccType<T>;
-  using Cm = ComputeType<T>;
-  __shared__ A sa[kThreadsPerBlock];
-  __shared__ A sb[kThreadsPerBlock];
-  const int64_t n = l.count();
-  for (int64_t tile = blockIdx.x; tile < l.channels * chunks;
-       tile += gridDim.x) {
-    const int64_t c = tile / chunks, k = tile % chunks;
-    const Cm mean = sc.channel(kMean)[c], s = sc.channel(kScale)[c],
-             h = sc.channel(kShift)[c];
-    A a = 0, b = 0;
-    const int64_t end = n < (k + 1) * kChunk ? n : (k + 1) * kChunk;
-    for (int64_t m = k * kChunk + threadIdx.x; m < end; m += blockDim.x) {
-      const int64_t at = Offset(l, c, m);
-      const Cm xv = Load(x[at]);
-      const Cm d = NormalizeDz(op, Load(dy[at]), xv, s, h);
-      if (dx != nullptr) dx[at] = Store<T>(s * d);
-      a += static_cast<A>(d);
-      b += static_cast<A>(d * (xv - mean));
-    }
-    BlockSum(sa, sb, a, b);
-    if (threadIdx.x == 0) {
-      sc.a[tile] = sa[0];
-      sc.b[tile] = sb[0];
-    }
-    __syncthreads();
+template <typename K>
+__global__ void ElementKernel(K k, BatchNormLayout l, int64_t total) {
+  for (int64_t i = GlobalThread(); i < total; i += GlobalThreads()) {
+    k.Apply(i, k.At((i / l.inner) % l.channels));
   }
 }
 
-// --------------------------------------------------- per channel -------
+// ----------------------------------------------------- per channel ------
+
+// Channel c's chunk sums, added in order.
+template <typename T>
+__device__ void ChannelSums(const Scratch<T>& sc, int64_t c, int64_t chunks,
+                            AccType<T>* a, AccType<T>* b) {
+  AccType<T> sa = 0, sb = 0;
+  for (int64_t k = 0; k < chunks; ++k) {
+    sa += sc.a[c * chunks + k];
+    sb += sc.b[c * chunks + k];
+  }
+  *a = sa;
+  *b = sb;
+}
 
 template <typename T>
 __device__ void SetAffine(Scratch<T> sc, int64_t c, ComputeType<T> mean,
                           ComputeType<T> variance, const void* gamma,
-                          const void* beta, double epsilon) {
+                          const void* beta, float epsilon) {
   using Cm = ComputeType<T>;
   const ChannelAffine<Cm> a =
       AffineOf(mean, variance, ValueOr(gamma, c, Cm(1)),
@@ -174,10 +269,11 @@ __device__ void SetAffine(Scratch<T> sc, int64_t c, ComputeType<T> mean,
   sc.channel(kRstd)[c] = a.rstd;
 }
 
+// The affine of the given statistics.
 template <typename T>
 __global__ void SetupKernel(const void* mean, const void* variance,
                             const void* gamma, const void* beta,
-                            double epsilon, Scratch<T> sc) {
+                            float epsilon, Scratch<T> sc) {
   using Cm = ComputeType<T>;
   for (int64_t c = GlobalThread(); c < sc.channels; c += GlobalThreads()) {
     SetAffine(sc, c, static_cast<const Cm*>(mean)[c],
@@ -185,23 +281,20 @@ __global__ void SetupKernel(const void* mean, const void* variance,
   }
 }
 
+// The batch statistics from the chunks' shifted sums, and their affine.
 template <typename T>
-__global__ void StatsFinishKernel(const T* x, BatchNormLayout l,
-                                  int64_t chunks, const void* gamma,
-                                  const void* beta, double epsilon,
-                                  void* mean, void* variance, Scratch<T> sc) {
+__global__ void StatsFinishKernel(StatsKernel<T> stats, int64_t chunks,
+                                  const void* gamma, const void* beta,
+                                  float epsilon, void* mean, void* variance,
+                                  Scratch<T> sc) {
   using A = AccType<T>;
   using Cm = ComputeType<T>;
+  const BatchNormLayout l = stats.l;
   for (int64_t c = GlobalThread(); c < l.channels; c += GlobalThreads()) {
-    A a = 0, b = 0;
-    for (int64_t k = 0; k < chunks; ++k) {
-      a += sc.a[c * chunks + k];
-      b += sc.b[c * chunks + k];
-    }
-    const A pivot = l.count() == 0 ? A(0)
-                                   : static_cast<A>(Load(x[Offset(l, c, 0)]));
-    const ChannelMoments<A> m =
-        MomentsFromSums(pivot, a, b, static_cast<A>(l.count()));
+    A a, b;
+    ChannelSums(sc, c, chunks, &a, &b);
+    const ChannelMoments<A> m = MomentsFromSums(
+        static_cast<A>(stats.At(c)), a, b, static_cast<A>(l.count()));
     const Cm mc = static_cast<Cm>(m.mean), vc = static_cast<Cm>(m.variance);
     static_cast<Cm*>(mean)[c] = mc;
     static_cast<Cm*>(variance)[c] = vc;
@@ -209,64 +302,142 @@ __global__ void StatsFinishKernel(const T* x, BatchNormLayout l,
   }
 }
 
-// dgamma, dbeta and, for training, the dx coefficients.
+// dbeta = sum(dz), dgamma = rstd * sum(dz * (x - mean)) into the scratch
+// and, where given, the outputs.
 template <typename T>
-__global__ void GradFinishKernel(BatchNormLayout l, int64_t chunks,
-                                 bool training, const void* d_mean,
-                                 const void* d_variance, void* dgamma,
-                                 void* dbeta, Scratch<T> sc) {
+__global__ void GradFinishKernel(int64_t chunks, void* dgamma, void* dbeta,
+                                 Scratch<T> sc) {
   using A = AccType<T>;
   using Cm = ComputeType<T>;
-  for (int64_t c = GlobalThread(); c < l.channels; c += GlobalThreads()) {
-    A a = 0, b = 0;
-    for (int64_t k = 0; k < chunks; ++k) {
-      a += sc.a[c * chunks + k];
-      b += sc.b[c * chunks + k];
-    }
-    const Cm sum_dz = static_cast<Cm>(a), sum_dz_xc = static_cast<Cm>(b);
-    const Cm r = sc.channel(kRstd)[c];
-    if (dgamma != nullptr) static_cast<Cm*>(dgamma)[c] = r * sum_dz_xc;
-    if (dbeta != nullptr) static_cast<Cm*>(dbeta)[c] = sum_dz;
-    if (training) {
-      const TrainingDxCoefficients<Cm> co = TrainingDxOf(
-          sc.channel(kScale)[c], r, sum_dz, sum_dz_xc,
-          ValueOr(d_mean, c, Cm(0)), ValueOr(d_variance, c, Cm(0)),
-          static_cast<Cm>(l.count()));
-      sc.channel(kC1)[c] = co.c1;
-      sc.channel(kC0)[c] = co.c0;
-    }
+  for (int64_t c = GlobalThread(); c < sc.channels; c += GlobalThreads()) {
+    A a, b;
+    ChannelSums(sc, c, chunks, &a, &b);
+    const Cm db = static_cast<Cm>(a);
+    const Cm dg = sc.channel(kRstd)[c] * static_cast<Cm>(b);
+    sc.channel(kDbeta)[c] = db;
+    sc.channel(kDgamma)[c] = dg;
+    if (dgamma != nullptr) static_cast<Cm*>(dgamma)[c] = dg;
+    if (dbeta != nullptr) static_cast<Cm*>(dbeta)[c] = db;
   }
 }
 
-// --------------------------------------------------- element passes ----
-
-template <typename Op, typename T>
-__global__ void ForwardKernel(Op op, const T* x, T* y, BatchNormLayout l,
-                              int64_t total, Scratch<T> sc) {
-  for (int64_t i = GlobalThread(); i < total; i += GlobalThreads()) {
-    const int64_t c = (i / l.inner) % l.channels;
-    y[i] = Store<T>(NormalizeForward(op, Load(x[i]), sc.channel(kScale)[c],
-                                     sc.channel(kShift)[c]));
-  }
-}
-
-template <typename Op, typename T>
-__global__ void TrainingDxKernel(Op op, const T* dy, const T* x, T* dx,
-                                 BatchNormLayout l, int64_t total,
-                                 Scratch<T> sc) {
+// The training grad's dx coefficients from the parameter gradients over
+// `count` elements.
+template <typename T>
+__global__ void CoefficientsKernel(const void* dgamma, const void* dbeta,
+                                   const void* d_mean, const void* d_variance,
+                                   double count, Scratch<T> sc) {
   using Cm = ComputeType<T>;
-  for (int64_t i = GlobalThread(); i < total; i += GlobalThreads()) {
-    const int64_t c = (i / l.inner) % l.channels;
-    const ChannelAffine<Cm> a{sc.channel(kScale)[c], sc.channel(kShift)[c],
-                              Cm(0)};
-    const TrainingDxCoefficients<Cm> co{sc.channel(kC1)[c],
-                                        sc.channel(kC0)[c]};
-    dx[i] = Store<T>(TrainingDx(op, Load(dy[i]), Load(x[i]),
-                                sc.channel(kMean)[c], a, co));
+  for (int64_t c = GlobalThread(); c < sc.channels; c += GlobalThreads()) {
+    const TrainingDxCoefficients<Cm> co = TrainingDxOf(
+        sc.channel(kScale)[c], sc.channel(kRstd)[c],
+        static_cast<const Cm*>(dbeta)[c], static_cast<const Cm*>(dgamma)[c],
+        ValueOr(d_mean, c, Cm(0)), ValueOr(d_variance, c, Cm(0)),
+        static_cast<Cm>(count));
+    sc.channel(kC1)[c] = co.c1;
+    sc.channel(kC0)[c] = co.c0;
   }
 }
 
-int64_t Total(BatchNormLayout l) { return l.outer * l.channels * l.inner; }
+// ----------------------------------------------------------- launches ---
+
+template <typename T, typename K>
+void LaunchPartials(const K& k, BatchNormLayout l, Scratch<T> sc,
+                    cudaStream_t stream) {
+  const int64_t chunks = ChunksOf(l);
+  TF_OPS_LAUNCH(BlocksFor(l.channels * chunks, 1), kThreadsPerBlock, 0,
+                stream, PartialsKernel<AccType<T>, K>)(k, l, chunks, sc.a,
+                                                       sc.b);
+}
+
+template <typename K>
+void LaunchElements(const K& k, BatchNormLayout l, cudaStream_t stream) {
+  if (Total(l) == 0) return;
+  TF_OPS_LAUNCH(BlocksFor(Total(l)), kThreadsPerBlock, 0, stream,
+                ElementKernel<K>)(k, l, Total(l));
+}
+
+// Training (kTraining: the batch statistics into mean and variance) or
+// inference (the given mean and variance); then y where given.
+template <bool kTraining>
+const char* LaunchForward(const BatchNormActivation& act, Dtype dtype,
+                          const void* x_raw, const void* gamma,
+                          const void* beta, const void* mean,
+                          const void* variance, float epsilon, void* y_raw,
+                          BatchNormLayout l, double* scratch,
+                          cudaStream_t stream) {
+  return DispatchDtype(dtype, [&](auto* tag) -> const char* {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T* x = static_cast<const T*>(x_raw);
+    const Scratch<T> sc = ScratchOf<T>(scratch, l);
+    if (l.channels == 0) return LastError();
+    if (kTraining) {
+      const StatsKernel<T> stats{x, l};
+      LaunchPartials<T>(stats, l, sc, stream);
+      TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
+                    StatsFinishKernel<T>)(
+          stats, ChunksOf(l), gamma, beta, epsilon, const_cast<void*>(mean),
+          const_cast<void*>(variance), sc);
+    } else {
+      TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
+                    SetupKernel<T>)(mean, variance, gamma, beta, epsilon, sc);
+    }
+    if (y_raw == nullptr) return LastError();
+    VisitActivation(act, [&](const auto& op) {
+      using Op = std::decay_t<decltype(op)>;
+      LaunchElements(ForwardKernel<Op, T>{op, x, static_cast<T*>(y_raw), sc},
+                     l, stream);
+    });
+    return LastError();
+  });
+}
+
+// The grad ops: the sums of pass 1 (writing dx = scale * dz for the
+// inference grad), then for the training grad dx from them in pass 2; the
+// input grad is pass 2 alone, its parameter gradients the inputs
+// dgamma_in and dbeta_in over `count` elements.
+enum class GradKind { kTraining, kInference, kTrainingInputGrad };
+
+template <GradKind kKind>
+const char* LaunchGrad(const BatchNormActivation& act, Dtype dtype,
+                       const void* dy_raw, const void* x_raw,
+                       const void* gamma, const void* beta, const void* mean,
+                       const void* variance, const void* d_mean,
+                       const void* d_variance, const void* dgamma_in,
+                       const void* dbeta_in, double count, float epsilon,
+                       void* dx_raw, void* dgamma, void* dbeta,
+                       BatchNormLayout l, double* scratch,
+                       cudaStream_t stream) {
+  return DispatchDtype(dtype, [&](auto* tag) -> const char* {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T* x = static_cast<const T*>(x_raw);
+    const T* dy = static_cast<const T*>(dy_raw);
+    T* dx = static_cast<T*>(dx_raw);
+    const Scratch<T> sc = ScratchOf<T>(scratch, l);
+    if (l.channels == 0) return LastError();
+    TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
+                  SetupKernel<T>)(mean, variance, gamma, beta, epsilon, sc);
+    VisitActivation(act, [&](const auto& op) {
+      using Op = std::decay_t<decltype(op)>;
+      if (kKind != GradKind::kTrainingInputGrad) {
+        T* dx_pass1 = kKind == GradKind::kInference ? dx : nullptr;
+        LaunchPartials<T>(
+            GradSumsKernel<Op, T>{{op, dy, x, dx_pass1, sc}}, l, sc, stream);
+        TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
+                      GradFinishKernel<T>)(ChunksOf(l), dgamma, dbeta, sc);
+      }
+      if (kKind == GradKind::kInference || dx == nullptr) return;
+      const bool given = kKind == GradKind::kTrainingInputGrad;
+      TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
+                    CoefficientsKernel<T>)(
+          given ? dgamma_in : sc.channel(kDgamma),
+          given ? dbeta_in : sc.channel(kDbeta), d_mean, d_variance,
+          given ? count : static_cast<double>(l.count()), sc);
+      LaunchElements(TrainingDxKernel<Op, T>{{op, dy, x, dx, sc}}, l, stream);
+    });
+    return LastError();
+  });
+}
 
 }  // namespace
 
@@ -276,130 +447,61 @@ int64_t BatchNormGpuScratchDoubles(BatchNormLayout layout) {
 }
 
 const char* LaunchBatchNormTraining(const BatchNormActivation& act,
-                                    Dtype dtype, const void* x_raw,
+                                    Dtype dtype, const void* x,
                                     const void* gamma, const void* beta,
-                                    double epsilon, void* y_raw, void* mean,
-                                    void* variance, BatchNormLayout l,
-                                    double* scratch, void* stream_raw) {
-  cudaStream_t stream = static_cast<cudaStream_t>(stream_raw);
-  return DispatchDtype(dtype, [&](auto* tag) -> const char* {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    const T* x = static_cast<const T*>(x_raw);
-    const Scratch<T> sc = ScratchOf<T>(scratch, l);
-    const int64_t chunks = ChunksOf(l);
-    if (l.channels == 0) return LastError();
-    if (l.count() > 0) {
-      TF_OPS_LAUNCH(BlocksFor(l.channels * chunks, 1), kThreadsPerBlock, 0,
-                    stream, StatsPartialsKernel<T>)(x, l, chunks, sc.a, sc.b);
-    } else {
-      cudaMemsetAsync(scratch, 0, 2 * l.channels * chunks * sizeof(double),
-                      stream);
-    }
-    TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
-                  StatsFinishKernel<T>)(x, l, chunks, gamma, beta, epsilon,
-                                        mean, variance, sc);
-    if (Total(l) == 0) return LastError();
-    VisitActivation(act, [&](const auto& op) {
-      TF_OPS_LAUNCH(BlocksFor(Total(l)), kThreadsPerBlock, 0, stream,
-                    ForwardKernel<std::decay_t<decltype(op)>, T>)(
-          op, x, static_cast<T*>(y_raw), l, Total(l), sc);
-    });
-    return LastError();
-  });
-}
-
-const char* LaunchBatchNormTrainingGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy_raw,
-    const void* x_raw, const void* gamma, const void* beta, const void* mean,
-    const void* variance, const void* d_mean, const void* d_variance,
-    double epsilon, void* dx_raw, void* dgamma, void* dbeta,
-    BatchNormLayout l, double* scratch, void* stream_raw) {
-  cudaStream_t stream = static_cast<cudaStream_t>(stream_raw);
-  return DispatchDtype(dtype, [&](auto* tag) -> const char* {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    const T* x = static_cast<const T*>(x_raw);
-    const T* dy = static_cast<const T*>(dy_raw);
-    const Scratch<T> sc = ScratchOf<T>(scratch, l);
-    const int64_t chunks = ChunksOf(l);
-    if (l.channels == 0) return LastError();
-    cudaMemsetAsync(scratch, 0, 2 * l.channels * chunks * sizeof(double),
-                    stream);
-    TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
-                  SetupKernel<T>)(mean, variance, gamma, beta, epsilon, sc);
-    VisitActivation(act, [&](const auto& op) {
-      using Op = std::decay_t<decltype(op)>;
-      if (l.count() > 0) {
-        TF_OPS_LAUNCH(BlocksFor(l.channels * chunks, 1), kThreadsPerBlock, 0,
-                      stream, GradPartialsKernel<Op, T>)(
-            op, dy, x, static_cast<T*>(nullptr), l, chunks, sc);
-      }
-      TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
-                    GradFinishKernel<T>)(l, chunks, true, d_mean, d_variance,
-                                         dgamma, dbeta, sc);
-      if (Total(l) > 0) {
-        TF_OPS_LAUNCH(BlocksFor(Total(l)), kThreadsPerBlock, 0, stream,
-                      TrainingDxKernel<Op, T>)(
-            op, dy, x, static_cast<T*>(dx_raw), l, Total(l), sc);
-      }
-    });
-    return LastError();
-  });
+                                    float epsilon, void* y, void* mean,
+                                    void* variance, BatchNormLayout layout,
+                                    double* scratch, void* stream) {
+  return LaunchForward<true>(act, dtype, x, gamma, beta, mean, variance,
+                             epsilon, y, layout, scratch,
+                             static_cast<cudaStream_t>(stream));
 }
 
 const char* LaunchBatchNormInference(const BatchNormActivation& act,
-                                     Dtype dtype, const void* x_raw,
+                                     Dtype dtype, const void* x,
                                      const void* gamma, const void* beta,
                                      const void* mean, const void* variance,
-                                     double epsilon, void* y_raw,
-                                     BatchNormLayout l, double* scratch,
-                                     void* stream_raw) {
-  cudaStream_t stream = static_cast<cudaStream_t>(stream_raw);
-  return DispatchDtype(dtype, [&](auto* tag) -> const char* {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    const Scratch<T> sc = ScratchOf<T>(scratch, l);
-    if (l.channels == 0) return LastError();
-    TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
-                  SetupKernel<T>)(mean, variance, gamma, beta, epsilon, sc);
-    if (Total(l) == 0) return LastError();
-    VisitActivation(act, [&](const auto& op) {
-      TF_OPS_LAUNCH(BlocksFor(Total(l)), kThreadsPerBlock, 0, stream,
-                    ForwardKernel<std::decay_t<decltype(op)>, T>)(
-          op, static_cast<const T*>(x_raw), static_cast<T*>(y_raw), l,
-          Total(l), sc);
-    });
-    return LastError();
-  });
+                                     float epsilon, void* y,
+                                     BatchNormLayout layout, double* scratch,
+                                     void* stream) {
+  return LaunchForward<false>(act, dtype, x, gamma, beta, mean, variance,
+                              epsilon, y, layout, scratch,
+                              static_cast<cudaStream_t>(stream));
+}
+
+const char* LaunchBatchNormTrainingGrad(
+    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const void* x, const void* gamma, const void* beta, const void* mean,
+    const void* variance, const void* d_mean, const void* d_variance,
+    float epsilon, void* dx, void* dgamma, void* dbeta,
+    BatchNormLayout layout, double* scratch, void* stream) {
+  return LaunchGrad<GradKind::kTraining>(
+      act, dtype, dy, x, gamma, beta, mean, variance, d_mean, d_variance,
+      nullptr, nullptr, 0.0, epsilon, dx, dgamma, dbeta, layout, scratch,
+      static_cast<cudaStream_t>(stream));
+}
+
+const char* LaunchBatchNormTrainingInputGrad(
+    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const void* x, const void* gamma, const void* beta, const void* mean,
+    const void* variance, const void* d_mean, const void* d_variance,
+    const void* dgamma, const void* dbeta, double count, float epsilon,
+    void* dx, BatchNormLayout layout, double* scratch, void* stream) {
+  return LaunchGrad<GradKind::kTrainingInputGrad>(
+      act, dtype, dy, x, gamma, beta, mean, variance, d_mean, d_variance,
+      dgamma, dbeta, count, epsilon, dx, nullptr, nullptr, layout, scratch,
+      static_cast<cudaStream_t>(stream));
 }
 
 const char* LaunchBatchNormInferenceGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy_raw,
-    const void* x_raw, const void* gamma, const void* beta, const void* mean,
-    const void* variance, double epsilon, void* dx_raw, void* dgamma,
-    void* dbeta, BatchNormLayout l, double* scratch, void* stream_raw) {
-  cudaStream_t stream = static_cast<cudaStream_t>(stream_raw);
-  return DispatchDtype(dtype, [&](auto* tag) -> const char* {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    const Scratch<T> sc = ScratchOf<T>(scratch, l);
-    const int64_t chunks = ChunksOf(l);
-    if (l.channels == 0) return LastError();
-    cudaMemsetAsync(scratch, 0, 2 * l.channels * chunks * sizeof(double),
-                    stream);
-    TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
-                  SetupKernel<T>)(mean, variance, gamma, beta, epsilon, sc);
-    VisitActivation(act, [&](const auto& op) {
-      using Op = std::decay_t<decltype(op)>;
-      if (l.count() > 0) {
-        TF_OPS_LAUNCH(BlocksFor(l.channels * chunks, 1), kThreadsPerBlock, 0,
-                      stream, GradPartialsKernel<Op, T>)(
-            op, static_cast<const T*>(dy_raw), static_cast<const T*>(x_raw),
-            static_cast<T*>(dx_raw), l, chunks, sc);
-      }
-      TF_OPS_LAUNCH(BlocksFor(l.channels), kThreadsPerBlock, 0, stream,
-                    GradFinishKernel<T>)(l, chunks, false, nullptr, nullptr,
-                                         dgamma, dbeta, sc);
-    });
-    return LastError();
-  });
+    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const void* x, const void* gamma, const void* beta, const void* mean,
+    const void* variance, float epsilon, void* dx, void* dgamma, void* dbeta,
+    BatchNormLayout layout, double* scratch, void* stream) {
+  return LaunchGrad<GradKind::kInference>(
+      act, dtype, dy, x, gamma, beta, mean, variance, nullptr, nullptr,
+      nullptr, nullptr, 0.0, epsilon, dx, dgamma, dbeta, layout, scratch,
+      static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace tf_ops

@@ -1,7 +1,8 @@
-// The CUDA engine of the batch-norm ops (batch_norm_math.h): the four ops of
-// batch_norm_cpu.h, with the same arguments, on device buffers, the stream a
-// cudaStream_t passed as void*; each returns nullptr on success or CUDA's
-// error message. `scratch` is device memory of BatchNormGpuScratchDoubles.
+// The CUDA engine of the batch-norm ops (batch_norm_math.h): the ops of
+// batch_norm_cpu.h, with the same arguments (null y or dx: that pass left
+// out, as there), on device buffers, the stream a cudaStream_t passed as
+// void*; each returns nullptr on success or CUDA's error message. `scratch`
+// is device memory of BatchNormGpuScratchDoubles.
 //
 // The reductions are deterministic without atomics: each channel's elements
 // are cut into fixed chunks (from the shape alone, never the GPU's size or
@@ -24,7 +25,7 @@ int64_t BatchNormGpuScratchDoubles(BatchNormLayout layout);
 const char* LaunchBatchNormTraining(const BatchNormActivation& act,
                                     Dtype dtype, const void* x,
                                     const void* gamma, const void* beta,
-                                    double epsilon, void* y, void* mean,
+                                    float epsilon, void* y, void* mean,
                                     void* variance, BatchNormLayout layout,
                                     double* scratch, void* stream);
 
@@ -32,21 +33,28 @@ const char* LaunchBatchNormTrainingGrad(
     const BatchNormActivation& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
     const void* variance, const void* d_mean, const void* d_variance,
-    double epsilon, void* dx, void* dgamma, void* dbeta,
+    float epsilon, void* dx, void* dgamma, void* dbeta,
     BatchNormLayout layout, double* scratch, void* stream);
+
+const char* LaunchBatchNormTrainingInputGrad(
+    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const void* x, const void* gamma, const void* beta, const void* mean,
+    const void* variance, const void* d_mean, const void* d_variance,
+    const void* dgamma, const void* dbeta, double count, float epsilon,
+    void* dx, BatchNormLayout layout, double* scratch, void* stream);
 
 const char* LaunchBatchNormInference(const BatchNormActivation& act,
                                      Dtype dtype, const void* x,
                                      const void* gamma, const void* beta,
                                      const void* mean, const void* variance,
-                                     double epsilon, void* y,
+                                     float epsilon, void* y,
                                      BatchNormLayout layout, double* scratch,
                                      void* stream);
 
 const char* LaunchBatchNormInferenceGrad(
     const BatchNormActivation& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
-    const void* variance, double epsilon, void* dx, void* dgamma, void* dbeta,
+    const void* variance, float epsilon, void* dx, void* dgamma, void* dbeta,
     BatchNormLayout layout, double* scratch, void* stream);
 
 }  // namespace tf_ops

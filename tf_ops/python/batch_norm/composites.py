@@ -31,6 +31,21 @@ def _activation(name: str, alpha: float, beta: float, approximate: bool):
     return lambda z: entry.forward(z, **own)
 
 
+def _derivative(name: str, alpha: float, beta: float, approximate: bool):
+    """f' at the features z, from the activation's portable derivative."""
+    if name == "Identity":
+        return tf.ones_like
+    entry = _BY_OP[name]
+    from tf_ops.python.core import op_info
+
+    attrs = {"alpha": alpha, "beta": beta, "approximate": approximate}
+    names = {a.name for a in op_info.attrs(op_info.NAMESPACE + entry.op)}
+    own = {k: v for k, v in attrs.items() if k in names}
+    if op_info.grad_takes_outputs(entry.op):
+        return lambda z: entry.derivative(entry.forward(z, **own), **own)
+    return lambda z: entry.derivative(z, **own)
+
+
 def _layout(x: tf.Tensor, axis: int):
     rank = x.shape.rank
     axis = axis % rank
@@ -98,8 +113,29 @@ def inference_grad(dy, x, scale, offset, mean, variance, **attrs):
                                unconnected_gradients=tf.UnconnectedGradients.ZERO))
 
 
+def training_input_grad(dy, x, scale, offset, batch_mean, batch_variance,
+                            mean_backprop, variance_backprop, scale_backprop,
+                            offset_backprop, count, *, epsilon, axis, activation, alpha,
+                            beta, approximate):
+    """TfOps>BatchNormTrainingInputGrad: ``s * dz + c1 * (x - mean) + c0`` with the
+    coefficients of the given parameter and statistics gradients over `count`
+    elements, written out (``batch_norm_math.h``'s TrainingDxOf)."""
+    derivative = _derivative(activation, alpha, beta, approximate)
+    _, shape = _layout(x, axis)
+    b = lambda v: tf.reshape(v, shape)  # noqa: E731
+    xc = tf.cast(x, _compute(x))
+    rstd = tf.math.rsqrt(batch_variance + epsilon)
+    s = scale * rstd
+    z = xc * b(s) + b(offset - batch_mean * s)
+    dz = tf.cast(dy, xc.dtype) * derivative(z)
+    c1 = (2.0 * variance_backprop - s * rstd * scale_backprop) / count
+    c0 = (mean_backprop - s * offset_backprop) / count
+    return tf.cast(b(s) * dz + b(c1) * (xc - b(batch_mean)) + b(c0), x.dtype)
+
+
 COMPOSITES = {
     "BatchNormTraining": training,
+    "BatchNormTrainingInputGrad": training_input_grad,
     "BatchNormTrainingGrad": training_grad,
     "BatchNormInference": inference,
     "BatchNormInferenceGrad": inference_grad,

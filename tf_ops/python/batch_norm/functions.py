@@ -2,8 +2,9 @@
 statistics), `tf_ops.batch_norm_inference` (given statistics) and their grad ops.
 
 Each runs one ``TfOps>BatchNorm*`` op; under `tf_ops.portable()`, and while XLA traces
-it (the ops have no XLA lowering yet), it builds the portable composite instead: Keras's
-own math from TensorFlow built-ins (`composites.py`). The op's C++ checks run either way.
+it in a library without the XLA lowerings, it builds the portable composite instead:
+Keras's own math from TensorFlow built-ins (`composites.py`). The op's C++ checks run
+either way.
 
 Per-channel tensors (scale, offset, statistics and their gradients) are float32 for
 half, bfloat16 and float32 x, float64 for float64 x; the wrappers cast them.
@@ -25,13 +26,14 @@ from tf_ops.python.core.library import load_library
 _ops = load_library()
 
 OPS = ("BatchNormTraining", "BatchNormTrainingGrad", "BatchNormInference",
-       "BatchNormInferenceGrad")
+       "BatchNormInferenceGrad", "BatchNormTrainingInputGrad")
 _LOWERED = composite.xla_lowered(OPS)
 _RAW = {
     "BatchNormTraining": _ops.tf_ops_batch_norm_training,
     "BatchNormTrainingGrad": _ops.tf_ops_batch_norm_training_grad,
     "BatchNormInference": _ops.tf_ops_batch_norm_inference,
     "BatchNormInferenceGrad": _ops.tf_ops_batch_norm_inference_grad,
+    "BatchNormTrainingInputGrad": _ops.tf_ops_batch_norm_training_input_grad,
 }
 
 
@@ -76,6 +78,13 @@ def _per_channel(v, x: tf.Tensor, axis: int, fill: float) -> tf.Tensor:
     if v is None:
         return tf.fill([_channels(x, axis)], tf.constant(fill, u))
     return tf.cast(tf.convert_to_tensor(v), u)
+
+
+def _grad_inputs(y_backprop, x: tf.Tensor, scale, offset, mean, variance, axis: int) -> list:
+    """The grad ops' first inputs: y_backprop, x, scale, offset and the statistics."""
+    u = channel_dtype(x.dtype)
+    return [tf.convert_to_tensor(y_backprop, x.dtype), x, _per_channel(scale, x, axis, 1.0),
+            _per_channel(offset, x, axis, 0.0), tf.cast(mean, u), tf.cast(variance, u)]
 
 
 def _run(op: str, inputs: list, n_x: int, attrs: dict):
@@ -153,14 +162,10 @@ def batch_norm_grad(y_backprop, x, scale, offset, batch_mean, batch_variance,
       (array([0., 0.], dtype=float32), array([1.], dtype=float32))
     """
     x = tf.convert_to_tensor(x)
-    spec = resolve(activation, **activation_attrs)
-    attrs = op_attrs(spec, axis, epsilon)
-    u = channel_dtype(x.dtype)
-    inputs = [tf.convert_to_tensor(y_backprop, x.dtype), x,
-              _per_channel(scale, x, axis, 1.0), _per_channel(offset, x, axis, 0.0),
-              tf.cast(batch_mean, u), tf.cast(batch_variance, u),
-              _per_channel(mean_backprop, x, axis, 0.0),
-              _per_channel(variance_backprop, x, axis, 0.0)]
+    attrs = op_attrs(resolve(activation, **activation_attrs), axis, epsilon)
+    inputs = _grad_inputs(y_backprop, x, scale, offset, batch_mean, batch_variance, axis)
+    inputs += [_per_channel(mean_backprop, x, axis, 0.0),
+               _per_channel(variance_backprop, x, axis, 0.0)]
     return tuple(_run("BatchNormTrainingGrad", inputs, 2, attrs))
 
 
@@ -178,13 +183,41 @@ def batch_norm_inference_grad(y_backprop, x, scale, offset, mean, variance, *,
       (array([[1.]], dtype=float32), array([1.], dtype=float32), array([1.], dtype=float32))
     """
     x = tf.convert_to_tensor(x)
-    spec = resolve(activation, **activation_attrs)
-    attrs = op_attrs(spec, axis, epsilon)
-    u = channel_dtype(x.dtype)
-    inputs = [tf.convert_to_tensor(y_backprop, x.dtype), x,
-              _per_channel(scale, x, axis, 1.0), _per_channel(offset, x, axis, 0.0),
-              tf.cast(mean, u), tf.cast(variance, u)]
+    attrs = op_attrs(resolve(activation, **activation_attrs), axis, epsilon)
+    inputs = _grad_inputs(y_backprop, x, scale, offset, mean, variance, axis)
     return tuple(_run("BatchNormInferenceGrad", inputs, 2, attrs))
+
+
+def batch_norm_input_grad(y_backprop, x, scale, offset, batch_mean, batch_variance,
+                              scale_backprop, offset_backprop, count, mean_backprop=None,
+                              variance_backprop=None, *, axis: int = -1,
+                              epsilon: float = 1e-3, activation: Any = None,
+                              **activation_attrs) -> tf.Tensor:
+    """`batch_norm_grad`'s dx when the batch statistics are those of a larger batch that
+    x is part of (synchronized batch norm): from the parameter gradients
+    `scale_backprop` and `offset_backprop` (as `batch_norm_grad` or
+    `batch_norm_inference_grad` give them) and the statistics' gradients, each summed
+    over the whole batch, and its element count per channel `count`. One pass over x
+    and `y_backprop`; with one device's own sums and count it is `batch_norm_grad`'s dx.
+
+    Example:
+      >>> x, dy = tf.constant([[1.0], [3.0]]), tf.constant([[1.0], [0.0]])
+      >>> _, m, v = tf_ops.batch_norm(x, epsilon=1e-6)
+      >>> _, dscale, doffset = tf_ops.batch_norm_inference_grad(dy, x, None, None, m, v,
+      ...                                                       epsilon=1e-6)
+      >>> dx = tf_ops.batch_norm_input_grad(dy, x, None, None, m, v, dscale, doffset,
+      ...                                   2.0, epsilon=1e-6)
+      >>> dx.numpy().round(4).ravel() + 0.0
+      array([0., 0.], dtype=float32)
+    """
+    x = tf.convert_to_tensor(x)
+    attrs = op_attrs(resolve(activation, **activation_attrs), axis, epsilon)
+    u = channel_dtype(x.dtype)
+    inputs = _grad_inputs(y_backprop, x, scale, offset, batch_mean, batch_variance, axis)
+    inputs += [_per_channel(mean_backprop, x, axis, 0.0),
+               _per_channel(variance_backprop, x, axis, 0.0),
+               tf.cast(scale_backprop, u), tf.cast(offset_backprop, u), tf.cast(count, u)]
+    return _run("BatchNormTrainingInputGrad", inputs, 2, attrs)
 
 
 FUNCTIONS = {
@@ -192,4 +225,5 @@ FUNCTIONS = {
     "batch_norm_inference": batch_norm_inference,
     "batch_norm_grad": batch_norm_grad,
     "batch_norm_inference_grad": batch_norm_inference_grad,
+    "batch_norm_input_grad": batch_norm_input_grad,
 }

@@ -54,6 +54,8 @@ def _composite_vjp(composite, n_inputs_used):
         with tf.GradientTape() as tape:
             tape.watch(watched)
             outputs = composite(*inputs, **attrs)
+        if not isinstance(outputs, (tuple, list)):
+            outputs = (outputs,)
         upstream = [_zeros_if_none(u, o) for u, o in zip(upstream, outputs)]
         found = tape.gradient(list(outputs), watched, output_gradients=upstream,
                               unconnected_gradients=tf.UnconnectedGradients.ZERO)
@@ -74,6 +76,9 @@ _GRADIENTS = {
                                                   (0, 1, 2, 3, 6, 7)),
     "TfOps>BatchNormInferenceGrad": _composite_vjp(composites.inference_grad,
                                                    (0, 1, 2, 3, 4, 5)),
+    # Every input is independent here (the sums and count come from outside).
+    "TfOps>BatchNormTrainingInputGrad": _composite_vjp(
+        composites.training_input_grad, tuple(range(11))),
 }
 
 for _name, _fn in _GRADIENTS.items():

@@ -13,9 +13,11 @@ differs:
 - otherwise (inference, or ``trainable=False``): ``TfOps>BatchNormInference`` with the
   moving statistics, whose backward (fine-tuning with frozen statistics) is one
   ``TfOps>BatchNormInferenceGrad``;
+- ``synchronized=True`` under a tf.distribute strategy with more than one replica:
+  the statistics of the global batch by the fused ops, one all-reduce forward and one
+  backward (`synchronized.py`);
 - Keras's own ``call`` (then the activation, unfused) for what the ops do not cover:
-  a mask (Keras's weighted moments), ``renorm=True``, and ``synchronized=True`` under
-  a tf.distribute strategy with more than one replica (Keras's all-reduced moments).
+  a mask (Keras's weighted moments) and ``renorm=True``.
 Half and bfloat16 inputs (mixed precision) are read directly by the ops, which compute
 in float32 as Keras's cast does; jit_compile and `tf_ops.portable()` build Keras's
 own math from TensorFlow built-ins. An empty batch behaves as Keras's layer: the batch
@@ -29,7 +31,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_ops.python.batch_norm import functions
+from tf_ops.python.batch_norm import functions, synchronized
 from tf_ops.python.batch_norm.activation_spec import resolve
 
 PACKAGE = "tf_ops"
@@ -62,16 +64,19 @@ class BatchNormalization(keras.layers.BatchNormalization):
     def activation(self):
         return self._activation_spec.name
 
-    def _keras_path(self, mask) -> bool:
+    def _keras_path(self, mask, replicas) -> bool:
+        """Keras's own call for what the fused ops leave to it: a mask (weighted
+        moments), renorm, and synchronized statistics where the fused ops would be
+        composites anyway (portable mode, XLA without the lowerings)."""
         if mask is not None or getattr(self, "renorm", False):
             return True
-        if self.synchronized and tf.distribute.has_strategy():
-            ctx = tf.distribute.get_replica_context()
-            return ctx is not None and ctx.num_replicas_in_sync > 1
-        return False
+        return replicas is not None and not synchronized.fused_ops_available()
 
     def call(self, inputs, training=None, mask=None):
-        if self._keras_path(mask):
+        training = bool(training) and self.trainable
+        replicas = (synchronized.replica_context_to_synchronize()
+                    if self.synchronized and training else None)
+        if self._keras_path(mask, replicas):
             outputs = super().call(inputs, training=training, mask=mask)
             return self._activation_spec.apply(outputs)
         x = tf.convert_to_tensor(inputs)
@@ -79,9 +84,14 @@ class BatchNormalization(keras.layers.BatchNormalization):
         gamma = tf.cast(self.gamma, u) if self.scale else None
         beta = tf.cast(self.beta, u) if self.center else None
         spec = self._activation_spec
-        if training and self.trainable:
-            y, mean, variance = functions.batch_norm(
-                x, gamma, beta, axis=self.axis, epsilon=self.epsilon, activation=spec)
+        if training:
+            if replicas is not None:
+                y, mean, variance = synchronized.batch_norm_synchronized(
+                    x, gamma, beta, self.moving_mean, replicas, axis=self.axis,
+                    epsilon=self.epsilon, activation=spec)
+            else:
+                y, mean, variance = functions.batch_norm(
+                    x, gamma, beta, axis=self.axis, epsilon=self.epsilon, activation=spec)
             moving_mean = tf.cast(self.moving_mean, u)
             moving_variance = tf.cast(self.moving_variance, u)
             self.moving_mean.assign(tf.cast(
