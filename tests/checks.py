@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -53,6 +55,23 @@ def assert_close(actual, expected, tol: Tolerance, what: str = "", check_zero_si
         assert np.array_equal(np.signbit(a[zero]), np.signbit(e[zero])), (
             f"{what}: signs of zeros: got {a[zero]}, expected {e[zero]}"
         )
+
+
+def assert_each_case(cases: Iterable, check: Callable[..., None]) -> None:
+    """Calls `check(case)` for every case and fails once, listing every case that
+    failed: a test item that batches many cases into one traced or compiled function
+    still names each failing case (its messages name the op, attrs, dtype and mode).
+
+    Example: `assert_each_case([(a, dt) for a in variants for dt in DTYPES], check_one)`
+    """
+    failures, count = [], 0
+    for case in cases:
+        count += 1
+        try:
+            check(case)
+        except AssertionError as e:
+            failures.append(str(e))
+    assert not failures, f"{len(failures)} of {count} cases failed:\n" + "\n".join(failures)
 
 
 def tape_derivatives(forward, x, g):

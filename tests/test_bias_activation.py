@@ -16,10 +16,10 @@ import pytest
 import tensorflow as tf
 
 import tf_ops
-from checks import assert_close
+from checks import assert_close, assert_each_case
 from fused_refs import (assert_jit_builds, assert_sum_close, bias_forward_ref, bias_grad_fn,
                         bias_grad_ref, function, grad_tolerance, op_types)
-from op_specs import (DTYPES, SPECS, as_f64, dtype_params, sample, spec_attr_params,
+from op_specs import (DTYPE_IDS, DTYPES, SPECS, as_f64, dtype_params, sample, spec_attr_params,
                       spec_params, to_dtype)
 from subprocesses import python_env, REPO_ROOT
 
@@ -89,10 +89,13 @@ def _max_error(theoretical, numerical):
 def test_compute_gradient_first_and_second_order(spec, attrs, data_format):
     fn = function(spec)
     b = np.array([0.25, -0.5, 0.125])
-    shape = (2, 3, 2) if data_format == "NCHW" else (2, 2, 3)
+    # Few elements (compute_gradient costs per element; the values tests cover the range),
+    # two of them per channel for the bias gradient's sum.
+    shape = (1, 3, 2) if data_format == "NCHW" else (1, 2, 3)
     x = _features_away_from_kinks(spec, shape, b.reshape((3, 1)) if data_format == "NCHW" else b, seed=5)
+    what = f"{spec.name}{attrs} {data_format}"
     first = lambda x, b: fn(x, bias=b, data_format=data_format, **attrs)  # noqa: E731
-    assert _max_error(*tf.test.compute_gradient(first, [x, b])) < MAX_NUMERIC_ERROR
+    assert _max_error(*tf.test.compute_gradient(first, [x, b])) < MAX_NUMERIC_ERROR, f"{what} first order"
 
     w = sample(shape, 6, lo=-1, hi=0.3)
 
@@ -103,17 +106,17 @@ def test_compute_gradient_first_and_second_order(spec, attrs, data_format):
         dx, db = tape.gradient(y, [x, b], output_gradients=tf.constant(w))
         return tf.concat([tf.reshape(dx, [-1]), db], 0)
 
-    assert _max_error(*tf.test.compute_gradient(gradient, [x, b])) < MAX_NUMERIC_ERROR
+    assert _max_error(*tf.test.compute_gradient(gradient, [x, b])) < MAX_NUMERIC_ERROR, f"{what} second order"
 
 
 @pytest.mark.parametrize("spec,attrs", spec_attr_params())
 def test_compute_gradient_of_the_grad_op(spec, attrs):
     b = np.array([0.25, -0.5, 0.125, 1.0])
-    x = _features_away_from_kinks(spec, (3, 4), b, seed=7)
-    g = sample((3, 4), 8, lo=-1, hi=0.3)
+    x = _features_away_from_kinks(spec, (2, 4), b, seed=7)
+    g = sample((2, 4), 8, lo=-1, hi=0.3)
     grad = bias_grad_fn(spec)
     both = lambda g, x, b: tf.concat([tf.reshape(t, [-1]) for t in grad(g, x, b, **attrs)], 0)  # noqa: E731
-    assert _max_error(*tf.test.compute_gradient(both, [g, x, b])) < MAX_NUMERIC_ERROR
+    assert _max_error(*tf.test.compute_gradient(both, [g, x, b])) < MAX_NUMERIC_ERROR, f"{spec.name}{attrs}"
 
 
 @pytest.mark.parametrize("spec", spec_params())
@@ -160,29 +163,39 @@ def test_compat_v1_compute_gradient_error():
                 assert err < MAX_NUMERIC_ERROR, spec.name
 
 
-@pytest.mark.parametrize("dtype", dtype_params())
 @pytest.mark.parametrize("spec", spec_params())
-def test_xla_matches_the_kernels(spec, dtype):
-    for shape, df in LAYOUTS[1:3]:
-        x, b, g = (tf.constant(t) for t in _inputs(shape, df, dtype, seed=13))
+def test_xla_matches_the_kernels(spec):
+    """Every dtype and both data formats in one compiled function (one XLA compile)."""
+    cases = [(dtype, shape, df) for dtype in DTYPES for shape, df in LAYOUTS[1:3]]
+    inputs = [tuple(tf.constant(t) for t in _inputs(shape, df, dtype, seed=13)) for dtype, shape, df in cases]
 
-        def step(x, b, g):
-            with tf.GradientTape() as tape:
-                tape.watch([x, b])
-                y = function(spec)(x, bias=b, data_format=df)
-            return (y, *tape.gradient(y, [x, b], output_gradients=g))
+    def step(x, b, g, df):
+        with tf.GradientTape() as tape:
+            tape.watch([x, b])
+            y = function(spec)(x, bias=b, data_format=df)
+        return (y, *tape.gradient(y, [x, b], output_gradients=g))
 
-        jit = tf.function(step, jit_compile=True)
-        graph = jit.get_concrete_function(x, b, g).graph.as_graph_def()
-        assert_jit_builds(f"TfOps>Bias{spec.name}", graph)
-        ref_y, ref_dx, ref_db = step(x, b, g)
-        y, dx, db = jit(x, b, g)
+    def all_cases(inputs):
+        return [step(x, b, g, df) for (_, _, df), (x, b, g) in zip(cases, inputs)]
+
+    jit = tf.function(all_cases, jit_compile=True)
+    graph = jit.get_concrete_function(inputs).graph.as_graph_def()
+    assert_jit_builds(f"TfOps>Bias{spec.name}", graph)
+    got = jit(inputs)
+
+    def check(i):
+        (dtype, _, df), (x, b, g) = cases[i], inputs[i]
+        what = f"{spec.name} {DTYPE_IDS[dtype]} {df} {x.shape}"
+        ref_y, ref_dx, ref_db = step(x, b, g, df)
+        y, dx, db = got[i]
         tol = grad_tolerance(spec, {}, dtype, g)
         loose = type(tol)(rtol=4 * tol.rtol, atol=4 * tol.atol)
-        assert_close(y, as_f64(ref_y), loose, "activations")
-        assert_close(dx, as_f64(ref_dx), loose, "backprops")
+        assert_close(y, as_f64(ref_y), loose, f"{what} activations")
+        assert_close(dx, as_f64(ref_dx), loose, f"{what} backprops")
         _, _, abs_sum = bias_grad_ref(spec, as_f64(g), as_f64(x), as_f64(b), {}, dtype, df)
-        assert_sum_close(db, as_f64(ref_db), 2 * abs_sum, dtype, x.shape.num_elements(), "bias_backprops")
+        assert_sum_close(db, as_f64(ref_db), 2 * abs_sum, dtype, x.shape.num_elements(), f"{what} bias_backprops")
+
+    assert_each_case(range(len(cases)), check)
 
 
 # ----------------------------------------------------------------- bad input --
@@ -227,49 +240,65 @@ def test_bad_shapes_fail_at_run_time(spec):
 
 # --------------------------------------------------------------- determinism --
 
-_DETERMINISM_SCRIPT = """
-import hashlib, sys
-import numpy as np
+# The bias gradients' digests, each case computed 3 times: run in a subprocess with one
+# intra-op thread and in this process with TensorFlow's default pool (one per core).
+_DIGESTS = """
+def digests():
+    import hashlib
+    import numpy as np
+    import tensorflow as tf
+    import tf_ops
+    rng = np.random.default_rng(0)
+    out = []
+    for dtype, shape, df in ((tf.float32, (3000, 96), "NHWC"), (tf.half, (3000, 96), "NHWC"),
+                             (tf.float32, (8, 16, 40, 41), "NCHW"), (tf.bfloat16, (8, 16, 40, 41), "NCHW")):
+        c = shape[1] if df == "NCHW" else shape[-1]
+        x = tf.constant(rng.standard_normal(shape), dtype)
+        g = tf.constant(rng.standard_normal(shape), dtype)
+        b = tf.constant(rng.standard_normal(c), dtype)
+        for name in ("gelu", "swish", "elu"):
+            for _ in range(3):
+                _, db = getattr(tf_ops, f"bias_{name}_grad")(g, x, b, data_format=df)
+                out.append((f"bias_{name}_grad {dtype.name} {shape} {df}",
+                            hashlib.sha256(tf.io.serialize_tensor(db).numpy()).hexdigest()))
+    for dtype in (tf.float32, tf.bfloat16):  # the gated ops' bias gradient
+        x = tf.constant(rng.standard_normal((3000, 2 * 48)), dtype)
+        g = tf.constant(rng.standard_normal((3000, 48)), dtype)
+        b = tf.constant(rng.standard_normal(2 * 48), dtype)
+        for name in ("gelu", "swish"):
+            for _ in range(3):
+                _, db = getattr(tf_ops, f"bias_gated_{name}_grad")(g, x, b)
+                out.append((f"bias_gated_{name}_grad {dtype.name}",
+                            hashlib.sha256(tf.io.serialize_tensor(db).numpy()).hexdigest()))
+    return out
+"""
+_ONE_THREAD_SCRIPT = _DIGESTS + """
 import tensorflow as tf
-tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
-import tf_ops
-rng = np.random.default_rng(0)
-out = []
-for dtype, shape, df in ((tf.float32, (3000, 96), "NHWC"), (tf.half, (3000, 96), "NHWC"),
-                         (tf.float32, (8, 16, 40, 41), "NCHW"), (tf.bfloat16, (8, 16, 40, 41), "NCHW")):
-    c = shape[1] if df == "NCHW" else shape[-1]
-    x = tf.constant(rng.standard_normal(shape), dtype)
-    g = tf.constant(rng.standard_normal(shape), dtype)
-    b = tf.constant(rng.standard_normal(c), dtype)
-    for name in ("gelu", "swish", "elu"):
-        for _ in range(3):
-            _, db = getattr(tf_ops, f"bias_{name}_grad")(g, x, b, data_format=df)
-            out.append(hashlib.sha256(tf.io.serialize_tensor(db).numpy()).hexdigest())
-for dtype in (tf.float32, tf.bfloat16):  # the gated ops' bias gradient
-    x = tf.constant(rng.standard_normal((3000, 2 * 48)), dtype)
-    g = tf.constant(rng.standard_normal((3000, 48)), dtype)
-    b = tf.constant(rng.standard_normal(2 * 48), dtype)
-    for name in ("gelu", "swish"):
-        for _ in range(3):
-            _, db = getattr(tf_ops, f"bias_gated_{name}_grad")(g, x, b)
-            out.append(hashlib.sha256(tf.io.serialize_tensor(db).numpy()).hexdigest())
-print(" ".join(out))
+tf.config.threading.set_intra_op_parallelism_threads(1)
+print("\\n".join(f"{case}|{digest}" for case, digest in digests()))
 """
 
 
-def _db_digests(threads: int) -> list[str]:
-    result = subprocess.run([sys.executable, "-c", _DETERMINISM_SCRIPT, str(threads)],
-                            env=python_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+def _digests_in_one_thread() -> list[tuple[str, str]]:
+    result = subprocess.run([sys.executable, "-c", _ONE_THREAD_SCRIPT], env=python_env(), cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout.split()
+    return [tuple(line.split("|")) for line in result.stdout.strip().splitlines()]
 
 
 def test_bias_gradient_is_bit_identical_across_runs_and_thread_counts():
-    one, two = _db_digests(1), _db_digests(2)
-    assert one == two
-    # Each case ran 3 times in the process: the same bits each time.
+    import os
+
+    assert len(os.sched_getaffinity(0)) > 1, "needs two cores: TensorFlow's default pool is one thread per core"
+    namespace: dict = {}
+    exec(_DIGESTS, namespace)  # noqa: S102 - the same code as the subprocess's
+    one, many = _digests_in_one_thread(), namespace["digests"]()
+    assert len(one) == len(many) == 48  # 4 inputs x 3 ops x 3 runs, 2 x 2 x 3 gated
+    for (case, d1), (_, dn) in zip(one, many):
+        assert d1 == dn, f"{case}: bias gradient differs between one thread and the default pool"
+    # Each case ran 3 times in each process: the same bits each time.
     for i in range(0, len(one), 3):
-        assert len(set(one[i:i + 3])) == 1
+        assert len({d for _, d in one[i:i + 3] + many[i:i + 3]}) == 1, one[i][0]
 
 
 # ------------------------------------------------------------------ portable --

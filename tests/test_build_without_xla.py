@@ -33,12 +33,9 @@ _CHECKS = textwrap.dedent(
     import test_xla
     backend = "composite (library built without XLA)"
     for spec in op_specs.SPECS:
-        attrs = dict(spec.attr_variants[0])
-        for dtype in op_specs.DTYPES:
-            test_xla.test_jit_matches_non_jit_and_reference(spec, attrs, dtype, backend)
-            test_grad_grad.test_jit_matches_reference_and_kernel(spec, attrs, dtype, backend)
-        test_xla.test_jit_special_values_match_non_jit(spec, attrs, tf.float32, backend)
-        test_grad_grad.test_jit_special_values_match_kernel(spec, attrs, backend)
+        first = spec.attr_variants[:1]  # every dtype and the special values
+        test_xla.test_jit_matches_non_jit_reference_and_special_values(spec, backend, first)
+        test_grad_grad.test_jit_matches_reference_kernel_and_special_values(spec, backend, first)
         test_xla.test_hlo_comes_from_the_lowerings(spec, "composite")
     model, loss, _, _ = test_xla._fit(op_specs.SPECS[2], jit_compile=True)
     assert model.jit_compile is True and all(l == l for l in loss), loss

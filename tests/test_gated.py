@@ -14,10 +14,10 @@ import pytest
 import tensorflow as tf
 
 import tf_ops
-from checks import assert_close
+from checks import assert_close, assert_each_case
 from fused_refs import (assert_jit_builds, assert_sum_close, bias_z, gate_name,
                         gated_forward_ref, gated_grad_fn, gated_grad_ref, grad_tolerance, op_types)
-from op_specs import (SPECS, as_f64, dtype_params, round_attrs, sample, spec_attr_params,
+from op_specs import (DTYPE_IDS, DTYPES, SPECS, as_f64, dtype_params, round_attrs, sample, spec_attr_params,
                       spec_params, to_dtype)
 
 MAX_NUMERIC_ERROR = 1e-5
@@ -69,10 +69,12 @@ def _max_error(theoretical, numerical):
 @pytest.mark.parametrize("spec,attrs", spec_attr_params())
 def test_compute_gradient_first_second_and_grad_op(spec, attrs):
     name = gate_name(spec)
-    x = _x_away_from_kinks(spec, (2, 6), seed=5)
+    # Few elements (compute_gradient costs per element; the values tests cover the range).
+    x = _x_away_from_kinks(spec, (2, 4), seed=5)
     fn = lambda x: tf_ops.gated(x, name, **attrs)  # noqa: E731
-    assert _max_error(*tf.test.compute_gradient(fn, [x])) < MAX_NUMERIC_ERROR
-    w = tf.constant(sample((2, 3), 6, lo=-1, hi=0.3))
+    what = f"{spec.name}{attrs}"
+    assert _max_error(*tf.test.compute_gradient(fn, [x])) < MAX_NUMERIC_ERROR, f"{what} first order"
+    w = tf.constant(sample((2, 2), 6, lo=-1, hi=0.3))
 
     def gradient(x):
         with tf.GradientTape() as tape:
@@ -80,10 +82,10 @@ def test_compute_gradient_first_second_and_grad_op(spec, attrs):
             y = fn(x)
         return tape.gradient(y, x, output_gradients=w)
 
-    assert _max_error(*tf.test.compute_gradient(gradient, [x])) < MAX_NUMERIC_ERROR
-    g = sample((2, 3), 7, lo=-1, hi=0.3)
+    assert _max_error(*tf.test.compute_gradient(gradient, [x])) < MAX_NUMERIC_ERROR, f"{what} second order"
+    g = sample((2, 2), 7, lo=-1, hi=0.3)
     grad = lambda g, x: gated_grad_fn(spec)(g, x, **attrs)  # noqa: E731
-    assert _max_error(*tf.test.compute_gradient(grad, [g, x])) < MAX_NUMERIC_ERROR
+    assert _max_error(*tf.test.compute_gradient(grad, [g, x])) < MAX_NUMERIC_ERROR, f"{what} grad op"
 
 
 @pytest.mark.parametrize("spec", spec_params())
@@ -120,12 +122,12 @@ def test_compat_v1_compute_gradient_error():
                 assert err < MAX_NUMERIC_ERROR, spec.name
 
 
-@pytest.mark.parametrize("dtype", dtype_params())
 @pytest.mark.parametrize("spec", spec_params())
-def test_xla_matches_the_kernels(spec, dtype):
-    x = tf.constant(to_dtype(sample((6, 34), 41, lo=-2, hi=0.6), dtype))
-    g = tf.constant(to_dtype(sample((6, 17), 42, lo=-1, hi=0.3), dtype))
+def test_xla_matches_the_kernels(spec):
+    """Every dtype in one compiled function (one XLA compile)."""
     name = gate_name(spec)
+    inputs = [(tf.constant(to_dtype(sample((6, 34), 41, lo=-2, hi=0.6), dtype)),
+               tf.constant(to_dtype(sample((6, 17), 42, lo=-1, hi=0.3), dtype))) for dtype in DTYPES]
 
     def step(x, g):
         with tf.GradientTape() as tape:
@@ -133,12 +135,18 @@ def test_xla_matches_the_kernels(spec, dtype):
             y = tf_ops.gated(x, name)
         return y, tape.gradient(y, x, output_gradients=g)
 
-    jit = tf.function(step, jit_compile=True)
-    assert_jit_builds(f"TfOps>Gated{spec.name}", jit.get_concrete_function(x, g).graph.as_graph_def())
-    tol = spec.grad_tolerance(dtype, as_f64(g) * 4)
-    loose = type(tol)(rtol=4 * tol.rtol + 2.0**-22, atol=4 * tol.atol)
-    for got, want, what in zip(jit(x, g), step(x, g), ("y", "dx")):
-        assert_close(got, as_f64(want), loose, what)
+    jit = tf.function(lambda inputs: [step(x, g) for x, g in inputs], jit_compile=True)
+    assert_jit_builds(f"TfOps>Gated{spec.name}", jit.get_concrete_function(inputs).graph.as_graph_def())
+    jitted = jit(inputs)
+
+    def check(i):
+        dtype, (x, g) = DTYPES[i], inputs[i]
+        tol = spec.grad_tolerance(dtype, as_f64(g) * 4)
+        loose = type(tol)(rtol=4 * tol.rtol + 2.0**-22, atol=4 * tol.atol)
+        for got, want, what in zip(jitted[i], step(x, g), ("y", "dx")):
+            assert_close(got, as_f64(want), loose, f"Gated{spec.name} {DTYPE_IDS[dtype]} {what}")
+
+    assert_each_case(range(len(DTYPES)), check)
 
 
 def test_aliases():
@@ -212,12 +220,14 @@ def test_bias_is_fused_forward_and_backward(spec):
 @pytest.mark.parametrize("spec,attrs", spec_attr_params())
 def test_bias_compute_gradient_first_second_and_grad_op(spec, attrs):
     name = gate_name(spec)
-    b = sample((6,), 77, lo=-0.2, hi=0.2)
-    # Features away from the kinks once the bias is added.
-    x = _x_away_from_kinks(spec, (2, 6), seed=78) - b
+    b = sample((4,), 77, lo=-0.2, hi=0.2)
+    # Features away from the kinks once the bias is added; few elements (compute_gradient
+    # costs per element), two rows for the bias gradient's sum.
+    x = _x_away_from_kinks(spec, (2, 4), seed=78) - b
     fn = lambda x, b: tf_ops.gated(x, name, bias=b, **attrs)  # noqa: E731
-    assert _max_error(*tf.test.compute_gradient(fn, [x, b])) < MAX_NUMERIC_ERROR
-    w = tf.constant(sample((2, 3), 79, lo=-1, hi=0.3))
+    what = f"bias {spec.name}{attrs}"
+    assert _max_error(*tf.test.compute_gradient(fn, [x, b])) < MAX_NUMERIC_ERROR, f"{what} first order"
+    w = tf.constant(sample((2, 2), 79, lo=-1, hi=0.3))
 
     def gradient(x, b):
         with tf.GradientTape() as tape:
@@ -226,14 +236,14 @@ def test_bias_compute_gradient_first_second_and_grad_op(spec, attrs):
         dx, db = tape.gradient(y, [x, b], output_gradients=w)
         return tf.concat([tf.reshape(dx, [-1]), db], 0)
 
-    assert _max_error(*tf.test.compute_gradient(gradient, [x, b])) < MAX_NUMERIC_ERROR
-    g = sample((2, 3), 80, lo=-1, hi=0.3)
+    assert _max_error(*tf.test.compute_gradient(gradient, [x, b])) < MAX_NUMERIC_ERROR, f"{what} second order"
+    g = sample((2, 2), 80, lo=-1, hi=0.3)
 
     def grad(g, x, b):
         dx, db = bias_gated_grad_fn(spec)(g, x, b, **attrs)
         return tf.concat([tf.reshape(dx, [-1]), db], 0)
 
-    assert _max_error(*tf.test.compute_gradient(grad, [g, x, b])) < MAX_NUMERIC_ERROR
+    assert _max_error(*tf.test.compute_gradient(grad, [g, x, b])) < MAX_NUMERIC_ERROR, f"{what} grad op"
 
 
 @pytest.mark.parametrize("spec", spec_params())
@@ -265,13 +275,13 @@ def test_bias_third_order_matches_the_unfused_ops(spec):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("dtype", dtype_params())
 @pytest.mark.parametrize("spec", spec_params())
-def test_bias_xla_matches_the_kernels(spec, dtype):
-    x = tf.constant(to_dtype(sample((6, 34), 83, lo=-2, hi=0.6), dtype))
-    b = tf.constant(to_dtype(sample((34,), 84, lo=-0.5, hi=0.5), dtype))
-    g = tf.constant(to_dtype(sample((6, 17), 85, lo=-1, hi=0.3), dtype))
+def test_bias_xla_matches_the_kernels(spec):
+    """Every dtype in one compiled function (one XLA compile)."""
     name = gate_name(spec)
+    inputs = [tuple(tf.constant(to_dtype(sample(shape, seed, lo=lo, hi=hi), dtype))
+                    for shape, seed, lo, hi in (((6, 34), 83, -2, 0.6), ((34,), 84, -0.5, 0.5), ((6, 17), 85, -1, 0.3)))
+              for dtype in DTYPES]
 
     def step(x, b, g):
         with tf.GradientTape() as tape:
@@ -279,16 +289,23 @@ def test_bias_xla_matches_the_kernels(spec, dtype):
             y = tf_ops.gated(x, name, bias=b)
         return (y, *tape.gradient(y, [x, b], output_gradients=g))
 
-    jit = tf.function(step, jit_compile=True)
-    assert_jit_builds(f"TfOps>BiasGated{spec.name}", jit.get_concrete_function(x, b, g).graph.as_graph_def())
-    tol = spec.grad_tolerance(dtype, as_f64(g) * 4)
-    loose = type(tol)(rtol=4 * tol.rtol + 2.0**-22, atol=4 * tol.atol)
-    got, want = jit(x, b, g), step(x, b, g)
-    for i, what in enumerate(("y", "dx")):
-        assert_close(got[i], as_f64(want[i]), loose, what)
-    # db: sums of 6 terms, in F32 under XLA for float32 (fused_xla.cc).
-    dx64 = np.abs(as_f64(want[1]))
-    assert_sum_close(got[2], as_f64(want[2]), dx64.sum(axis=0) * 4 + loose.atol, dtype, 6 * 4, "db")
+    jit = tf.function(lambda inputs: [step(*t) for t in inputs], jit_compile=True)
+    assert_jit_builds(f"TfOps>BiasGated{spec.name}", jit.get_concrete_function(inputs).graph.as_graph_def())
+    jitted = jit(inputs)
+
+    def check(i):
+        dtype, (x, b, g), got = DTYPES[i], inputs[i], jitted[i]
+        what = f"BiasGated{spec.name} {DTYPE_IDS[dtype]}"
+        want = step(x, b, g)
+        tol = spec.grad_tolerance(dtype, as_f64(g) * 4)
+        loose = type(tol)(rtol=4 * tol.rtol + 2.0**-22, atol=4 * tol.atol)
+        for k, name_k in enumerate(("y", "dx")):
+            assert_close(got[k], as_f64(want[k]), loose, f"{what} {name_k}")
+        # db: sums of 6 terms, in F32 under XLA for float32 (fused_xla.cc).
+        dx64 = np.abs(as_f64(want[1]))
+        assert_sum_close(got[2], as_f64(want[2]), dx64.sum(axis=0) * 4 + loose.atol, dtype, 6 * 4, f"{what} db")
+
+    assert_each_case(range(len(DTYPES)), check)
 
 
 # ----------------------------------------------------------------- bad input --

@@ -21,9 +21,10 @@ import pytest
 import tensorflow as tf
 
 import tf_ops
-from checks import assert_close, assert_library_still_works, in_mode, mode_params, tape_derivatives
+from checks import assert_close, assert_each_case, assert_library_still_works, in_mode, mode_params, tape_derivatives
 from op_specs import (
     DTYPE_IDS,
+    DTYPES,
     EPS,
     SPECS,
     Tolerance,
@@ -258,39 +259,61 @@ def backend(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("dtype", dtype_params())
-@pytest.mark.parametrize("spec,attrs", spec_attr_params())
-def test_jit_matches_reference_and_kernel(spec, attrs, dtype, backend):
-    u, g, _, v = _inputs(spec, attrs, dtype, seed=63)
-    fn = lambda u, g, v: spec.grad_grad_op(u, g, v, **attrs)  # noqa: E731
-    jit = tf.function(fn, jit_compile=True)(u, g, v)
-    what = f"{spec.grad_grad_op_type}{attrs} {DTYPE_IDS[dtype]} jit {backend}"
-    _assert_matches_reference(spec, attrs, dtype, u, g, v, jit, what)
-    if backend == "lowering":  # the same functor: within rounding of the kernel
-        kernel = fn(u, g, v)
-        for a, b, scale in zip(jit, kernel, (u, as_f64(u) * as_f64(g))):
-            tol = spec.grad_tolerance(dtype, scale)
-            assert_close(a, as_f64(b), Tolerance(2 * tol.rtol, 2 * tol.atol), what + " vs kernel")
+JIT_SPECIALS = np.array([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 30.0, -30.0])
 
 
-@pytest.mark.parametrize("spec,attrs", spec_attr_params())
-def test_jit_special_values_match_kernel(spec, attrs, backend):
-    """The lowering is the kernel's functor: the same limits at +-inf, NaN and signs
-    of zeros. The composite's f'' is TF's autodiff of its f', which is NaN at +-inf
-    and NaN inputs where the kernels give limits: it is held to the finite ones."""
-    specials = np.array([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 30.0, -30.0])
-    v = tf.constant(to_dtype(spec.grad_input(specials, attrs), tf.float32))
+def _jit_special_inputs(spec, attrs):
+    """float32 (u, g, v) with the special values in v (through the grad op's v: Elu's outputs)."""
+    v = tf.constant(to_dtype(spec.grad_input(JIT_SPECIALS, attrs), tf.float32))
     u = tf.constant([1.5, -2.0, 0.5, 1.0, 2.0, -1.0, 0.0, -0.0, 3.0])
-    g = tf.reverse(u, [0])
-    fn = lambda u, g, v: spec.grad_grad_op(u, g, v, **attrs)  # noqa: E731
-    jit, kernel = tf.function(fn, jit_compile=True)(u, g, v), fn(u, g, v)
+    return u, tf.reverse(u, [0]), v
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_jit_matches_reference_kernel_and_special_values(spec, backend, attr_variants=None):
+    """Every attribute variant and dtype in one compiled function (one XLA compile),
+    plus each variant's special values in float32: both outputs against the float64
+    references and, for the lowering (the same functor), within rounding of the
+    kernel. At +-inf, NaN and signed zeros the lowering gives the kernel's limits and
+    signs of zeros; the composite's f'' is TF's autodiff of its f', which is NaN at
+    +-inf and NaN inputs where the kernels give limits: it is held to the finite ones.
+    `attr_variants` (default: all) picks fewer, for test_build_without_xla.py."""
+    variants = attr_variants or spec.attr_variants
+    cases = [(dict(attrs), dtype) for attrs in variants for dtype in DTYPES]
+    cases += [(dict(attrs), "specials") for attrs in variants]
+    inputs = [_jit_special_inputs(spec, attrs) if dtype == "specials"
+              else tuple(t for k, t in enumerate(_inputs(spec, attrs, dtype, seed=63)) if k != 2)  # (u, g, v)
+              for attrs, dtype in cases]
+
+    def all_cases(inputs):
+        return [spec.grad_grad_op(u, g, v, **attrs) for (attrs, _), (u, g, v) in zip(cases, inputs)]
+
+    jit = tf.function(all_cases, jit_compile=True)(inputs)
+
+    def check(i):
+        (attrs, dtype), (u, g, v) = cases[i], inputs[i]
+        kernel = spec.grad_grad_op(u, g, v, **attrs)
+        if dtype == "specials":
+            _assert_jit_specials(spec, attrs, backend, u, g, jit[i], kernel)
+            return
+        what = f"{spec.grad_grad_op_type}{attrs} {DTYPE_IDS[dtype]} jit {backend}"
+        _assert_matches_reference(spec, attrs, dtype, u, g, v, jit[i], what)
+        if backend == "lowering":  # the same functor: within rounding of the kernel
+            for a, b, scale in zip(jit[i], kernel, (u, as_f64(u) * as_f64(g))):
+                tol = spec.grad_tolerance(dtype, scale)
+                assert_close(a, as_f64(b), Tolerance(2 * tol.rtol, 2 * tol.atol), what + " vs kernel")
+
+    assert_each_case(range(len(cases)), check)
+
+
+def _assert_jit_specials(spec, attrs, backend, u, g, jit, kernel):
     if backend == "lowering":
-        keep, tols = np.ones(specials.shape, bool), [Tolerance(rtol=4 * EPS[tf.float32], atol=1e-30)] * 2
+        keep, tols = np.ones(JIT_SPECIALS.shape, bool), [Tolerance(rtol=4 * EPS[tf.float32], atol=1e-30)] * 2
     else:  # another formula, as accurate as the values tests ask
-        keep = np.isfinite(specials)
+        keep = np.isfinite(JIT_SPECIALS)
         tols = [spec.grad_tolerance(tf.float32, 2 * as_f64(t)) for t in (u, u * g)]
-    for a, b, tol in zip(jit, kernel, tols):
-        assert_close(as_f64(a)[keep], as_f64(b)[keep], tol, f"{spec.name} {backend}",
+    for name, a, b, tol in zip(("d_gradients", "d_v"), jit, kernel, tols):
+        assert_close(as_f64(a)[keep], as_f64(b)[keep], tol, f"{spec.name}{attrs} {backend} {name} at {JIT_SPECIALS}",
                      check_zero_sign=backend == "lowering")
 
 
@@ -413,32 +436,42 @@ def test_third_order_compute_gradient(spec, attrs):
 
     x = _away_from_kinks(spec, (2, 4), seed=66)
     theoretical, numerical = tf.test.compute_gradient(second_derivative, [x])
-    assert float(np.max(np.abs(theoretical[0] - numerical[0]))) < MAX_NUMERIC_ERROR
+    err = float(np.max(np.abs(theoretical[0] - numerical[0])))
+    assert err < MAX_NUMERIC_ERROR, f"{spec.name}{attrs} third order: {err}"
 
 
 @pytest.mark.parametrize("spec,attrs", spec_attr_params())
 def test_grad_grad_op_compute_gradient(spec, attrs):
-    """The op's gradient in all three inputs, for each output and for both."""
+    """The op's gradient in all three inputs, for each output and for both: the three
+    outputs side by side in one traced function (one Jacobian; each output's rows get
+    upstream gradients only from that output)."""
     u = sample((2, 3), seed=67, lo=-1, hi=0.3)
     g = sample((2, 3), seed=68, lo=-1, hi=0.3)
     v = _away_from_kinks(spec, (2, 3), seed=69)  # as v, also Elu's (off its kink at y = 0)
-    for pick in (lambda r: r[0], lambda r: r[1], lambda r: r[0] * 0.5 + r[1] * 2.0):
-        theoretical, numerical = tf.test.compute_gradient(
-            lambda u, g, v: pick(spec.grad_grad_op(u, g, v, **attrs)), [u, g, v])
-        for t, n in zip(theoretical, numerical):
-            assert float(np.max(np.abs(t - n))) < MAX_NUMERIC_ERROR
+    picks = {"d_gradients": lambda r: r[0], "d_v": lambda r: r[1], "both": lambda r: r[0] * 0.5 + r[1] * 2.0}
+
+    @tf.function
+    def outputs(u, g, v):
+        r = spec.grad_grad_op(u, g, v, **attrs)
+        return tf.stack([pick(r) for pick in picks.values()])
+
+    theoretical, numerical = tf.test.compute_gradient(outputs, [u, g, v])
+    for name, t, n in zip("ugv", theoretical, numerical):
+        err = np.abs(t - n).reshape(len(picks), -1, t.shape[-1]).max(axis=(1, 2))  # per output
+        for pick, e in zip(picks, err):
+            assert e < MAX_NUMERIC_ERROR, f"{spec.grad_grad_op_type}{attrs}: d {pick} / d {name}: {e}"
 
 
 @pytest.mark.parametrize("spec,attrs", spec_attr_params())
 def test_compat_v1_compute_gradient_error(spec, attrs):
-    u0 = sample((3, 4), seed=70, lo=-1, hi=0.3)
-    g0 = sample((3, 4), seed=71, lo=-1, hi=0.3)
-    v0 = _away_from_kinks(spec, (3, 4), seed=72)
+    """Both outputs stacked: one Jacobian, whose error is the larger of theirs."""
+    u0 = sample((2, 3), seed=70, lo=-1, hi=0.3)
+    g0 = sample((2, 3), seed=71, lo=-1, hi=0.3)
+    v0 = _away_from_kinks(spec, (2, 3), seed=72)
     with tf.Graph().as_default():
         u, g, v = tf.constant(u0), tf.constant(g0), tf.constant(v0)
-        d_g, d_v = spec.grad_grad_op(u, g, v, **attrs)
+        out = tf.stack(spec.grad_grad_op(u, g, v, **attrs))
         with tf.compat.v1.Session():
-            for out in (d_g, d_v):
-                err = tf.compat.v1.test.compute_gradient_error(
-                    [u, g, v], [u0.shape] * 3, out, u0.shape, x_init_value=[u0, g0, v0])
-                assert err < MAX_NUMERIC_ERROR
+            err = tf.compat.v1.test.compute_gradient_error(
+                [u, g, v], [u0.shape] * 3, out, (2,) + u0.shape, x_init_value=[u0, g0, v0])
+            assert err < MAX_NUMERIC_ERROR, f"{spec.grad_grad_op_type}{attrs}: {err}"

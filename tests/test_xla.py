@@ -19,17 +19,16 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels
 
 import tf_ops
-from checks import assert_close, tape_derivatives
+from checks import assert_close, assert_each_case, tape_derivatives
 from op_specs import (
     DTYPE_IDS,
+    DTYPES,
     EPS,
     SPECS,
     Tolerance,
     as_f64,
-    dtype_params,
     round_attrs,
     sample,
-    spec_attr_params,
     spec_params,
     to_dtype,
 )
@@ -72,11 +71,11 @@ def _pair(tol: Tolerance) -> Tolerance:
 
 def _all_passes(spec, attrs):
     """forward y, tape gradient dx with upstream g, second derivative d2x = g f''(x)
-    from nested tapes, and the grad op called directly on (g, v)."""
+    from nested tapes, and the grad op called directly on (gv, v)."""
 
-    def fn(x, g, v):
+    def fn(x, g, gv, v):
         y, dx, d2x = tape_derivatives(lambda t: spec.forward(t, **attrs), x, g)
-        return y, dx, d2x, spec.grad_op(g, v, **attrs)
+        return y, dx, d2x, spec.grad_op(gv, v, **attrs)
 
     return fn
 
@@ -100,54 +99,78 @@ def _assert_second_order(d2x, non_jit, expected, dtype, what):
     )
 
 
-@pytest.mark.parametrize("dtype", dtype_params())
-@pytest.mark.parametrize("spec,attrs", spec_attr_params())
-def test_jit_matches_non_jit_and_reference(spec, attrs, dtype, backend):
+# One input vector per case: random samples over the range (forward, tape
+# gradients, grad op), then the special values. The grad op also gets (1.5, a special
+# v) and (a special g, an ordinary v) after its samples.
+N = 257
+SPECIAL_G = np.array([math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -2.0])
+SPECIAL_G_V = np.array([0.5, -0.5, 0.5, 0.25, -0.5, 2.0, -2.0])
+S = len(SPECIALS)
+
+
+def _case_inputs(spec, attrs, dtype):
+    """(x, g, gv, v) in `dtype`: x and g for the forward and the tapes, (gv, v) for the grad op."""
+    x = to_dtype(np.concatenate([sample((N,), seed=40, lo=-3, hi=1), SPECIALS]), dtype)
+    g = to_dtype(np.concatenate([sample((N,), seed=41, lo=-1, hi=0.5), np.full(S, 1.5)]), dtype)
+    v = to_dtype(np.concatenate([spec.grad_input(as_f64(x[:N]), attrs), as_f64(x[N:]),
+                                 spec.grad_input(SPECIAL_G_V, attrs)]), dtype)
+    gv = to_dtype(np.concatenate([as_f64(g), SPECIAL_G]), dtype)
+    return tuple(tf.constant(a) for a in (x, g, gv, v))
+
+
+@pytest.mark.parametrize("spec", spec_params())
+def test_jit_matches_non_jit_reference_and_special_values(spec, backend, attr_variants=None):
+    """Every attribute variant and dtype of the op in one compiled function (one XLA
+    compile, one non-jit trace): forward, tape gradient, nested-tape second derivative
+    and the grad op against the float64 references and the non-jit kernels on random
+    samples; at +-inf the same limits as the kernels (never NaN), NaN for NaN, and
+    zeros keep their signs, for the forward and for the grad op with special v and
+    special gradients. `attr_variants` (default: all) picks fewer, for
+    test_build_without_xla.py, which calls this directly."""
+    cases = [(dict(attrs), dtype) for attrs in (attr_variants or spec.attr_variants) for dtype in DTYPES]
+    inputs = [_case_inputs(spec, attrs, dtype) for attrs, dtype in cases]
+
+    def all_cases(inputs):
+        return [_all_passes(spec, attrs)(x, g, gv, v) for (attrs, _), (x, g, gv, v) in zip(cases, inputs)]
+
+    jit = tf.function(all_cases, jit_compile=True)(inputs)
+    non_jit = tf.function(all_cases)(inputs)
+
+    def check(i):
+        attrs, dtype = cases[i]
+        _check_case(spec, attrs, dtype, backend, inputs[i], jit[i], non_jit[i])
+
+    assert_each_case(range(len(cases)), check)
+
+
+def _check_case(spec, attrs, dtype, backend, inputs, jit, non_jit):
+    x, g, gv, v = (as_f64(t) for t in inputs)
     ra = round_attrs(attrs)
-    x = tf.constant(to_dtype(sample((257,), seed=40, lo=-3, hi=1), dtype))
-    g = tf.constant(to_dtype(sample((257,), seed=41, lo=-1, hi=0.5), dtype))
-    v = tf.constant(to_dtype(spec.grad_input(as_f64(x), attrs), dtype))
-    fn = _all_passes(spec, attrs)
-    jit = tf.function(fn, jit_compile=True)(x, g, v)
-    non_jit = tf.function(fn)(x, g, v)
     what = f"{spec.op_type}{attrs} {DTYPE_IDS[dtype]} {backend}"
     names = ("forward", "first-order gradient", "second-order gradient", "grad op")
-    for name, a in zip(names, jit):
-        assert a.dtype == dtype and a.shape == x.shape, f"{what} {name}"
+    for name, a, like in zip(names, jit, (x, x, x, v)):
+        assert a.dtype == dtype and a.shape == like.shape, f"{what} {name}: {a.dtype} {a.shape}"
+    y, dx, d2x, grad_op = (as_f64(a) for a in jit)
+    y_nj, dx_nj, d2x_nj, grad_op_nj = (as_f64(a) for a in non_jit)
+    s = slice(0, N)  # the random samples
 
     tol = spec.tolerance(dtype)
-    y, dx, d2x, grad_op = jit
-    assert_close(y, spec.ref(as_f64(x), **ra), tol, f"{what} forward vs reference")
-    assert_close(y, as_f64(non_jit[0]), _pair(tol), f"{what} forward vs non-jit")
+    assert_close(y[s], spec.ref(x[s], **ra), tol, f"{what} forward vs reference")
+    assert_close(y[s], y_nj[s], _pair(tol), f"{what} forward vs non-jit")
     # The gradient op receives what the forward produced (Elu: its rounded outputs).
-    y_seen = as_f64(y) if spec.grad_takes_outputs else as_f64(x)
-    grad_tol = spec.grad_tolerance(dtype, g)
-    assert_close(dx, spec.ref_grad(as_f64(g), y_seen, **ra), grad_tol, f"{what} gradient vs reference")
-    assert_close(dx, as_f64(non_jit[1]), _pair(grad_tol), f"{what} gradient vs non-jit")
-    assert_close(grad_op, spec.ref_grad(as_f64(g), as_f64(v), **ra), grad_tol, f"{what} grad op vs reference")
-    assert_close(grad_op, as_f64(non_jit[3]), _pair(grad_tol), f"{what} grad op vs non-jit")
-    expected_d2x = as_f64(g) * spec.ref_second(as_f64(x), **ra)
-    _assert_second_order(d2x, non_jit[2], expected_d2x, dtype, f"{what} second order")
+    y_seen = y[s] if spec.grad_takes_outputs else x[s]
+    grad_tol = spec.grad_tolerance(dtype, g[s])
+    assert_close(dx[s], spec.ref_grad(g[s], y_seen, **ra), grad_tol, f"{what} gradient vs reference")
+    assert_close(dx[s], dx_nj[s], _pair(grad_tol), f"{what} gradient vs non-jit")
+    assert_close(grad_op[s], spec.ref_grad(gv[s], v[s], **ra), grad_tol, f"{what} grad op vs reference")
+    assert_close(grad_op[s], grad_op_nj[s], _pair(grad_tol), f"{what} grad op vs non-jit")
+    _assert_second_order(d2x[s], d2x_nj[s], g[s] * spec.ref_second(x[s], **ra), dtype, f"{what} second order")
 
-
-@pytest.mark.parametrize("dtype", dtype_params())
-@pytest.mark.parametrize("spec,attrs", spec_attr_params())
-def test_jit_special_values_match_non_jit(spec, attrs, dtype, backend):
-    """+-inf give the same limits (never NaN), NaN gives NaN, and zeros keep their
-    signs, exactly as the kernels do; the grad op likewise, with special v and
-    special gradients."""
-    x = tf.constant(to_dtype(SPECIALS, dtype))
-    fwd = lambda x: spec.forward(x, **attrs)  # noqa: E731
-    grad = lambda g, v: spec.grad_op(g, v, **attrs)  # noqa: E731
-    what = f"{spec.op_type}{attrs} {DTYPE_IDS[dtype]} {backend} at {SPECIALS}"
-    tol = _pair(spec.tolerance(dtype))
-    assert_close(tf.function(fwd, jit_compile=True)(x), as_f64(fwd(x)), tol, what, check_zero_sign=True)
-    g = tf.constant(to_dtype(np.full(SPECIALS.shape, 1.5), dtype))
-    gs = tf.constant(to_dtype(np.array([math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -2.0]), dtype))
-    vs = tf.constant(to_dtype(spec.grad_input(np.array([0.5, -0.5, 0.5, 0.25, -0.5, 2.0, -2.0]), attrs), dtype))
-    jit_grad = tf.function(grad, jit_compile=True)
-    for gi, vi in ((g, x), (gs, vs)):
-        assert_close(jit_grad(gi, vi), as_f64(grad(gi, vi)), _pair(spec.grad_tolerance(dtype, gi)), "grad " + what,
+    at = f"{what} at {SPECIALS}"
+    sp = slice(N, N + S)
+    assert_close(y[sp], y_nj[sp], _pair(tol), at, check_zero_sign=True)
+    for part in (slice(N, N + S), slice(N + S, N + 2 * S)):  # (1.5, special v), (special g, v)
+        assert_close(grad_op[part], grad_op_nj[part], _pair(spec.grad_tolerance(dtype, gv[part])), "grad " + at,
                      check_zero_sign=True)
 
 
@@ -226,33 +249,56 @@ def test_composite_rejects_invalid_attrs_like_the_op(spec, monkeypatch):
         tf.function(lambda: spec.grad_op(tf.ones([3]), tf.ones([4])), jit_compile=True)()
 
 
-def _fit(spec, jit_compile):
-    attrs = dict(spec.attr_variants[0])
+def _fit_all(specs, jit_compile):
+    """One model with a branch Dense(16) -> op -> Dense(1) per spec (first attribute
+    variant), one output and one MSE loss each: the branches share no weights, so each
+    trains as it would alone (SGD), all in one compiled train step. Returns the model,
+    the loss history (total and per output), predictions and each branch's first kernel."""
     keras.utils.set_random_seed(0)
-    first = keras.layers.Dense(16)
-    model = keras.Sequential(
-        [keras.Input((8,)), first, keras.layers.Lambda(lambda t: spec.forward(t, **attrs)), keras.layers.Dense(1)]
-    )
-    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=jit_compile)
+    inputs = keras.Input((8,))
+    firsts, outputs = {}, {}
+    for spec in specs:
+        attrs = dict(spec.attr_variants[0])
+        firsts[spec.name] = keras.layers.Dense(16, name=f"{spec.name}_first")
+        act = keras.layers.Lambda(lambda t, spec=spec, attrs=attrs: spec.forward(t, **attrs), name=f"{spec.name}_op")
+        outputs[spec.name] = keras.layers.Dense(1, name=spec.name)(act(firsts[spec.name](inputs)))
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss={name: "mse" for name in outputs},
+                  jit_compile=jit_compile)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 8)).astype("float32")
     y = rng.normal(size=(64, 1)).astype("float32")
-    history = model.fit(x, y, epochs=2, batch_size=16, verbose=0)
-    return model, history.history["loss"], model.predict(x[:8], verbose=0), first.kernel.numpy()
+    history = model.fit(x, {name: y for name in outputs}, epochs=2, batch_size=16, verbose=0)
+    kernels = {name: layer.kernel.numpy() for name, layer in firsts.items()}
+    return model, history.history, model.predict(x[:8], verbose=0), kernels
 
 
-_NON_JIT_FITS: dict = {}
+def _fit(spec, jit_compile):
+    """`_fit_all` for one spec: (model, losses, predictions, first kernel)."""
+    model, history, pred, kernels = _fit_all([spec], jit_compile)
+    return model, history["loss"], pred[spec.name], kernels[spec.name]
 
 
-@pytest.mark.parametrize("spec", spec_params())
-def test_keras_jit_compile_fit_and_predict(spec, backend):
-    model, loss, pred, kernel = _fit(spec, jit_compile=True)
+_NON_JIT_FIT: list = []
+
+
+def test_keras_jit_compile_fit_and_predict(backend):
+    """Every op in one Keras model, trained with jit_compile=True and without: the same
+    training step by step (only float32 rounding differs), per op."""
+    model, history, pred, kernels = _fit_all(SPECS, jit_compile=True)
     assert model.jit_compile is True
-    if spec.name not in _NON_JIT_FITS:  # the same for both backends
-        _NON_JIT_FITS[spec.name] = _fit(spec, jit_compile=False)[1:]
-    ref_loss, ref_pred, ref_kernel = _NON_JIT_FITS[spec.name]
-    assert np.all(np.isfinite(loss))
-    # The same training, step by step: only float32 rounding differs.
-    np.testing.assert_allclose(loss, ref_loss, rtol=1e-4)
-    np.testing.assert_allclose(pred, ref_pred, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(kernel, ref_kernel, rtol=1e-4, atol=1e-5)
+    if not _NON_JIT_FIT:  # the same for both backends
+        _NON_JIT_FIT.extend(_fit_all(SPECS, jit_compile=False)[1:])
+    ref_history, ref_pred, ref_kernels = _NON_JIT_FIT
+
+    def check(spec):
+        name = spec.name
+        what = f"{spec.op_type}{dict(spec.attr_variants[0])} Keras jit_compile fit {backend}"
+        key = f"{name}_loss" if f"{name}_loss" in history else "loss"  # per output where Keras logs it
+        assert np.all(np.isfinite(history[key])), f"{what}: loss {history[key]}"
+        np.testing.assert_allclose(history[key], ref_history[key], rtol=1e-4, err_msg=f"{what}: {key}")
+        np.testing.assert_allclose(pred[name], ref_pred[name], rtol=1e-4, atol=1e-5, err_msg=f"{what}: predict")
+        np.testing.assert_allclose(kernels[name], ref_kernels[name], rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{what}: trained first kernel")
+
+    assert_each_case(SPECS, check)
