@@ -361,14 +361,14 @@ def _lm_data():
     return {"token_ids": tokens, "padding_mask": mask}, labels, mask
 
 
-def _fit_step(lm, patched: bool, **compile_kwargs) -> dict[str, np.ndarray]:
+def _fit_step(lm, patched: bool, jit: bool = False, **compile_kwargs) -> dict[str, np.ndarray]:
     """One `train_on_batch` (SGD) from the model's state, compiled stock or patched: the
     logs and the weights after it; the state is put back."""
     x, y, mask = _lm_data()
     start = snapshot(lm)
     patch = tf_ops.patch_keras(only=("lm_head",)) if patched else None
     try:
-        lm.compile(optimizer=keras.optimizers.SGD(0.5), jit_compile=False, **compile_kwargs)
+        lm.compile(optimizer=keras.optimizers.SGD(0.5), jit_compile=jit, **compile_kwargs)
         logs = lm.train_on_batch(x, y, sample_weight=mask, return_dict=True)
         result = {f"log {k}": np.asarray(v) for k, v in logs.items()}
         result.update({f"weight {i} {v.path}": v.numpy()
@@ -424,6 +424,29 @@ def test_keras_hub_causal_lm_fit_without_logits(tie):
     for key in stock:
         np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6, err_msg=key)
 
+
+def test_keras_hub_causal_lm_fit_mixed_precision_and_jit():
+    """Under mixed_bfloat16 the patched step's loss and weights are within bfloat16's
+    rounding of stock's (the logits are not rounded to 16 bits there); jit_compile=True
+    (linear_cross_entropy's XLA path) matches stock to float32 rounding."""
+    pytest.importorskip("keras_hub")
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        lm = _llama_lm(False)
+        start = {f"weight {i} {v.path}": v.numpy() for i, v in enumerate(lm.trainable_variables)}
+        stock, patched = _fit_step(lm, False), _fit_step(lm, True)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    np.testing.assert_allclose(patched["log loss"], stock["log loss"], rtol=2.0**-8)
+    # The step's update, all weights together, in norm (one element's gradient may differ by
+    # more than a 16-bit rounding where it is a small sum of large bfloat16 terms).
+    diff = sum(np.sum((patched[k] - stock[k]) ** 2.0) for k in start)
+    norm = sum(np.sum((stock[k] - start[k]) ** 2.0) for k in start)
+    assert (diff / norm) ** 0.5 < 2.0**-6
+    lm = _llama_lm(True)
+    stock, patched = _fit_step(lm, False, jit=True), _fit_step(lm, True, jit=True)
+    for key in stock:
+        np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6, err_msg=key)
 
 def test_keras_hub_causal_lm_left_to_keras():
     pytest.importorskip("keras_hub")
