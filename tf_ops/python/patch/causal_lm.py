@@ -134,7 +134,9 @@ def _fused_loss(head, hidden, y, sample_weight, ignore_class) -> tf.Tensor | Non
             return None
     labels = tf.cast(y, tf.int32)
     loss = head_cross_entropy(head, hidden, labels, sample_weight, ignore_class=ignore_class)
-    return tf.cast(loss, tf.float32)
+    # Keras's losses divide by the replicas of a tf.distribute strategy (the gradients
+    # are summed over them).
+    return loss_module.scale_loss_for_distribution(tf.cast(loss, tf.float32))
 
 
 def make_train_step(original: Callable) -> Callable:
