@@ -54,7 +54,15 @@ TRAIN_STEP = "keras_hub.src.models.causal_lm:CausalLM.train_step"
 def _head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict] | None:
     """(backbone, head, the head's call kwargs) where `model`'s only output is
     ``head(backbone(model.inputs), **kwargs)``: an Embedding head called with
-    ``reverse=True`` or a Dense head; else None."""
+    ``reverse=True`` or a Dense head, the backbone a functional model of one output;
+    else None (also for any structure this does not know)."""
+    try:
+        return _functional_head(model)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _functional_head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict] | None:
     backbone = getattr(model, "backbone", None)
     outputs = getattr(model, "outputs", None)
     if backbone is None or not outputs or len(outputs) != 1:
@@ -73,7 +81,8 @@ def _head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict] | None:
     if len(args) != 1 or getattr(args[0], "_keras_history", None) is None:
         return None
     inner, inner_index, _ = args[0]._keras_history
-    if inner is not backbone or len(tree.flatten(backbone.outputs)) != 1:
+    outputs_struct = getattr(backbone, "_outputs_struct", None)  # a functional backbone's
+    if inner is not backbone or outputs_struct is None or tree.is_nested(outputs_struct):
         return None
     inner_node = backbone._inbound_nodes[inner_index]
     fed = {id(t) for t in tree.flatten((inner_node.arguments.args, inner_node.arguments.kwargs))
@@ -121,7 +130,7 @@ def reason_left(model: keras.Model) -> str | None:
 def _fused_loss(head, hidden, y, sample_weight, ignore_class) -> tf.Tensor | None:
     """The compiled loss of ``head(hidden)`` by `head_cross_entropy`, or None where the
     labels, weights or a Keras mask are not what it takes."""
-    if getattr(hidden, "_keras_mask", None) is not None or tree.is_nested(y):
+    if getattr(hidden, "_keras_mask", None) is not None or y is None or tree.is_nested(y):
         return None
     y = tf.convert_to_tensor(y)
     if y.shape.rank is None or y.shape.rank != hidden.shape.rank - 1:
