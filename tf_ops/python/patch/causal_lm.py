@@ -177,16 +177,14 @@ def make_train_step(original: Callable) -> Callable:
             if self.optimizer is not None:
                 loss = self.optimizer.scale_loss(loss)
 
-        if self.trainable_weights:
-            trainable_weights = self.trainable_weights
-            gradients = tape.gradient(loss, trainable_weights)
-            if y_pred is None and metrics_need_logits(self):
-                y_pred = head(hidden, **head_kwargs)  # before the update, off the tape
+        trainable_weights = self.trainable_weights
+        gradients = tape.gradient(loss, trainable_weights) if trainable_weights else None
+        if y_pred is None and metrics_need_logits(self):
+            y_pred = head(hidden, **head_kwargs)  # before the update, off the tape
+        if trainable_weights:
             self.optimizer.apply_gradients(zip(gradients, trainable_weights))
         else:
             warnings.warn("The model does not have any trainable weights.")
-            if y_pred is None and metrics_need_logits(self):
-                y_pred = head(hidden, **head_kwargs)
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     return train_step
