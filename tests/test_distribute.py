@@ -1,4 +1,5 @@
-"""tf_ops layers under tf.distribute: MirroredStrategy on two logical CPUs, and
+"""tf_ops layers under tf.distribute: MirroredStrategy on two logical CPUs (also
+`tf_ops.patch_keras()`'s fit step of keras-hub's causal LMs), and
 MultiWorkerMirroredStrategy with two worker processes on 127.0.0.1.
 
 Both run in subprocesses: logical devices and a multi-worker cluster must be set
@@ -38,6 +39,18 @@ def test_mirrored_strategy_matches_single_device(tmp_path):
     np.testing.assert_allclose(result["mirrored_loss"], result["single_loss"], rtol=1e-4)
     assert result["weights_moved"] > 1e-3
     assert result["max_weight_difference"] < 1e-4
+
+
+def test_patched_causal_lm_fit_under_mirrored_strategy(tmp_path):
+    """tf_ops.patch_keras()'s fit step of keras-hub's causal LMs scales its loss by the
+    replicas as Keras's losses do: the same losses and weights as stock Keras's step."""
+    pytest.importorskip("keras_hub")
+    out = tmp_path / "mirrored_causal_lm.json"
+    run_python(SCRIPTS / "mirrored_causal_lm_fit.py", out, timeout=300)
+    result = json.loads(out.read_text())
+    assert result["replicas"] == 2
+    np.testing.assert_allclose(result["patched_loss"], result["stock_loss"], rtol=2e-5)
+    assert result["max_weight_difference"] < 2e-5
 
 
 def free_ports(count: int) -> list[int]:

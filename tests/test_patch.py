@@ -275,6 +275,204 @@ def test_keras_hub_rms_norms():
     assert {"TfOps>RmsNorm", "TfOps>RmsNormGrad"} <= fused_op_types(model, data)
 
 
+
+def _rotary_model(layers, shape):
+    """Dense -> reshape to [B, S, heads, D] -> each rotary layer in turn -> flatten."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input(shape[1:2] + (shape[2] * shape[3],))
+    x = keras.layers.Reshape(shape[1:])(keras.layers.Dense(shape[2] * shape[3])(inputs))
+    for layer in layers:
+        x = layer(x)
+    return keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Flatten()(x)))
+
+
+def test_keras_hub_rotary_embeddings():
+    pytest.importorskip("keras_hub")
+    from keras_hub.src.layers.modeling.rotary_embedding import RotaryEmbedding
+    from keras_hub.src.models.llama.llama_rotary_embedding import LlamaRotaryEmbedding
+    from keras_hub.src.models.phi3.phi3_rotary_embedding import Phi3SuScaledRotaryEmbedding
+
+    shape = (2, 6, 2, 8)
+    covered = [RotaryEmbedding(100, scaling_factor=2.0), RotaryEmbedding(rope_type="yarn",
+                                                                         scaling_factor=4.0),
+               RotaryEmbedding(sequence_axis=-3, feature_axis=3, rope_type="dynamic",
+                               scaling_factor=3.0),
+               LlamaRotaryEmbedding(500, frequency_adjustment_factor=8.0, low_freq_factor=1.0,
+                                    high_freq_factor=4.0, pretraining_sequence_length=4),
+               LlamaRotaryEmbedding(50)]
+    data = RNG.normal(0, 1, (shape[0], shape[1], shape[2] * shape[3])).astype("float32")
+    model = _rotary_model(covered, shape)
+    assert_close(*stock_and_patched(model, data, only=("rotary",)))
+    assert {"TfOps>RotaryEmbedding", "TfOps>RotaryEmbeddingGrad"} <= fused_op_types(model, data)
+    details = [r.detail for r in tf_ops.patch_summary(model).fused]
+    assert details.count("TfOps>RotaryEmbedding (one op forward, one backward)") == 5
+
+    # keras-hub's call arguments, same signature: a start index (a tensor, as in cached
+    # decoding) and positions, [S] or [B, S].
+    x = RNG.normal(0, 1, shape).astype("float32")
+    calls = [{}, {"start_index": 7}, {"start_index": tf.constant(3)},
+             {"positions": np.arange(5, 11)},
+             {"positions": np.stack([np.arange(6), np.arange(6) * 2 + 1])}]
+    stock = [[layer(x, **k).numpy() for k in calls] for layer in covered]
+    with tf_ops.patch_keras(only=("rotary",)):
+        patched = [[layer(x, **k).numpy() for k in calls] for layer in covered]
+        ops = fused_op_types(covered[0], x)
+    assert "TfOps>RotaryEmbedding" in ops
+    for want, got in zip(stock, patched):
+        for w, g in zip(want, got):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6)
+
+    # What the op does not compute runs keras-hub's call: Llama's frequencies with YaRN,
+    # Phi-3's own, inputs of another dtype than the layer's, an odd feature size (keras-hub's
+    # error).
+    left = [LlamaRotaryEmbedding(rope_type="yarn", position_scaling_factor=2.0),
+            Phi3SuScaledRotaryEmbedding(np.ones(4), np.ones(4) * 2, max_sequence_length=64,
+                                        pretraining_sequence_length=16)]
+    model = _rotary_model(left, shape)
+    assert_close(*stock_and_patched(model, data, only=("rotary",)))
+    assert "TfOps>RotaryEmbedding" not in fused_op_types(model, data, only=("rotary",))
+    with tf_ops.patch_keras(only=("rotary",)):
+        reasons = [r.detail for r in tf_ops.patch_summary(model).left]
+        # float64 inputs of a float32 layer reach the call without autocast: keras-hub's
+        # call, and its error.
+        with pytest.raises(tf.errors.InvalidArgumentError, match="expected to be a double"):
+            RotaryEmbedding(autocast=False)(x.astype("float64"))
+        with pytest.raises(ValueError, match="Rotary dimension must be even"):
+            covered[0](np.ones((1, 2, 5), "float32"))
+    assert any("rope_type='yarn'" in r for r in reasons), reasons
+    assert "Phi3SuScaledRotaryEmbedding computes frequencies of its own" in reasons
+
+
+def _llama_lm(tie: bool, **kwargs):
+    import keras_hub
+
+    keras.utils.set_random_seed(2)
+    backbone = keras_hub.models.LlamaBackbone(
+        vocabulary_size=97, num_layers=1, num_query_heads=2, num_key_value_heads=1,
+        hidden_dim=16, intermediate_dim=24, max_sequence_length=16, tie_word_embeddings=tie)
+    return keras_hub.models.LlamaCausalLM(backbone=backbone, preprocessor=None, **kwargs)
+
+
+def _lm_data():
+    tokens = np.random.default_rng(7).integers(1, 97, (3, 9)).astype("int32")
+    mask = np.ones_like(tokens)
+    mask[1, 6:] = mask[2, 4:] = 0  # padding: weight 0, as keras-hub's preprocessors give it
+    labels = np.where(mask, np.roll(tokens, -1, axis=1), 0).astype("int32")
+    return {"token_ids": tokens, "padding_mask": mask}, labels, mask
+
+
+def _fit_step(lm, patched: bool, jit: bool = False, **compile_kwargs) -> dict[str, np.ndarray]:
+    """One `train_on_batch` (SGD) from the model's state, compiled stock or patched: the
+    logs and the weights after it; the state is put back."""
+    x, y, mask = _lm_data()
+    start = snapshot(lm)
+    patch = tf_ops.patch_keras(only=("lm_head",)) if patched else None
+    try:
+        lm.compile(optimizer=keras.optimizers.SGD(0.5), jit_compile=jit, **compile_kwargs)
+        logs = lm.train_on_batch(x, y, sample_weight=mask, return_dict=True)
+        result = {f"log {k}": np.asarray(v) for k, v in logs.items()}
+        result.update({f"weight {i} {v.path}": v.numpy()
+                       for i, v in enumerate(lm.trainable_variables)})
+        return result
+    finally:
+        if patch is not None:
+            patch.undo()
+        restore(lm, start)
+
+
+def _train_step_ops(lm, patched: bool = True) -> list:
+    """The ops of `lm`'s train_step traced (not run), under the lm_head family or not."""
+    x, y, mask = _lm_data()
+    patch = tf_ops.patch_keras(only=("lm_head",)) if patched else None
+    try:
+        fn = tf.function(lambda data: lm.train_step(data))
+        return fn.get_concrete_function((x, y, mask)).graph.get_operations()
+    finally:
+        if patch is not None:
+            patch.undo()
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_keras_hub_causal_lm_fit_without_logits(tie):
+    pytest.importorskip("keras_hub")
+    # keras-hub's compile(): SparseCategoricalCrossentropy(from_logits=True) and a weighted
+    # accuracy (which takes the logits, computed off the tape); and no metrics at all (a
+    # task made with compile=False: Keras's compile() keeps an earlier one's metrics).
+    for lm, kwargs in ((_llama_lm(tie), {}),
+                       (_llama_lm(tie, compile=False), {"weighted_metrics": None})):
+        stock, patched = _fit_step(lm, False, **kwargs), _fit_step(lm, True, **kwargs)
+        assert stock.keys() == patched.keys()
+        assert ("log sparse_categorical_accuracy" in stock) == (not kwargs), stock.keys()
+        for key in stock:
+            np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6,
+                                       err_msg=key)
+    # No [batch, length, vocab] tensor in the step: linear_cross_entropy's chunks of rows.
+    def vocab_shaped(ops):
+        return [op.name for op in ops for t in op.outputs
+                if t.shape.rank == 3 and t.shape[-1] == 97]
+
+    stock_ops, ops = _train_step_ops(lm, patched=False), _train_step_ops(lm)
+    assert vocab_shaped(stock_ops) and not vocab_shaped(ops), vocab_shaped(ops)
+    assert "SparseSoftmaxCrossEntropyWithLogits" in {op.type for op in stock_ops}
+    assert "TfOps>SparseSoftmaxCrossEntropy" in {op.type for op in ops}
+    rows = {r.layers: r.detail for r in tf_ops.patch_summary(lm).fused}
+    assert rows[f"{lm.name} (fit)"].startswith("fit: the head (tied or not) and its loss")
+
+    # ignore_class: Keras divides by the labels not ignored.
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+    stock, patched = _fit_step(lm, False, loss=loss), _fit_step(lm, True, loss=loss)
+    for key in stock:
+        np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6, err_msg=key)
+
+
+def test_keras_hub_causal_lm_fit_mixed_precision_and_jit():
+    """Under mixed_bfloat16 the patched step's loss and weights are within bfloat16's
+    rounding of stock's (the logits are not rounded to 16 bits there); jit_compile=True
+    (linear_cross_entropy's XLA path) matches stock to float32 rounding."""
+    pytest.importorskip("keras_hub")
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        lm = _llama_lm(False)
+        start = {f"weight {i} {v.path}": v.numpy() for i, v in enumerate(lm.trainable_variables)}
+        stock, patched = _fit_step(lm, False), _fit_step(lm, True)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    np.testing.assert_allclose(patched["log loss"], stock["log loss"], rtol=2.0**-8)
+    # The step's update, all weights together, in norm (one element's gradient may differ by
+    # more than a 16-bit rounding where it is a small sum of large bfloat16 terms).
+    diff = sum(np.sum((patched[k] - stock[k]) ** 2.0) for k in start)
+    norm = sum(np.sum((stock[k] - start[k]) ** 2.0) for k in start)
+    assert (diff / norm) ** 0.5 < 2.0**-6
+    lm = _llama_lm(True)
+    stock, patched = _fit_step(lm, False, jit=True), _fit_step(lm, True, jit=True)
+    for key in stock:
+        np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6, err_msg=key)
+
+def test_keras_hub_causal_lm_left_to_keras():
+    pytest.importorskip("keras_hub")
+    from tf_ops.python.patch import causal_lm
+
+    lm = _llama_lm(True)
+    assert causal_lm.reason_left(lm) is None
+    # A loss the op does not compute (probabilities), a custom loss: Keras's step.
+    for loss in (keras.losses.SparseCategoricalCrossentropy(),
+                 lambda y, p: keras.ops.mean(p)):
+        lm.compile(loss=loss)
+        assert causal_lm.reason_left(lm).startswith("its loss is not one ")
+        stock, patched = _fit_step(lm, False, loss=loss), _fit_step(lm, True, loss=loss)
+        for key in stock:
+            np.testing.assert_allclose(patched[key], stock[key], rtol=1e-6, err_msg=key)
+    lm.compile()
+    lm.backbone.token_embedding.logit_soft_cap = 30.0  # a soft-capped head: Keras's step
+    try:
+        assert "logit_soft_cap" in causal_lm.reason_left(lm)
+        assert "SparseSoftmaxCrossEntropyWithLogits" in {op.type for op in _train_step_ops(lm)}
+        rows = {r.layers: r.detail for r in tf_ops.patch_summary(lm).left}
+        assert "logit_soft_cap" in rows[f"{lm.name} (fit)"]
+    finally:
+        lm.backbone.token_embedding.logit_soft_cap = None
+
+
 # --- files, jit, mixed precision, the summary --------------------------------------------------
 
 def test_stock_file_loaded_while_patched_runs_fused(tmp_path):

@@ -5,10 +5,12 @@ wrote (keras.applications, keras-hub; tf_ops/bench/model_zoo.py at its "test" si
   after it) is as close to the same model run in float64 as stock Keras's float32 step
   is: it matches to float32 rounding, however much a deep network amplifies rounding;
 - the per-model summary says what runs fused (the batch norm + activation pairs, the
-  norms, the attention) and what is left, and why (keras-hub's rotary embedding);
+  norms, the attention, keras-hub's rotary embedding, the causal LMs' head and loss in
+  fit) and what is left, and why;
 - files both ways: a .keras file saved while patched is stock Keras (a process without
   tf_ops loads it and gets the same outputs), and loaded while patched it runs fused;
-- 200 training steps follow the same loss curve (a CNN and a transformer).
+- 200 training steps follow the same loss curve (a CNN and a transformer; LLaMA's through
+  the patched fit step: its head and loss by head_cross_entropy).
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ FUSED = {
     "MobileNetV3Small": ["batch norm + relu in one op", "batch norm + hard_swish in one op"],
     "ResNet50": ["batch norm + relu in one op"],
     "ConvNeXtTiny": ["fused layer norm", "bias + gelu in one op"],
-    "GPT-2": ["fused layer norm", "bias + gelu in one op", "scale + mask + softmax"],
+    "GPT-2": ["fused layer norm", "bias + gelu in one op", "scale + mask + softmax",
+              "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy"],
     "BERT": ["fused layer norm", "bias + gelu in one op", "scale + mask + softmax"],
-    "LLaMA": ["TfOps>RmsNorm", "fused softmax (masks)"],
+    "LLaMA": ["TfOps>RmsNorm", "fused softmax (masks)", "TfOps>RotaryEmbedding",
+              "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy"],
 }
-LEFT = {"LLaMA": ["not patched yet: tf_ops has no rotary kernel yet"]}
+LEFT: dict[str, list[str]] = {}
 
 
 def _case(name: str) -> model_zoo.Case:

@@ -5,7 +5,9 @@ lists each): the ``call`` of Keras's Dense, BatchNormalization, LayerNormalizati
 RMSNormalization and Softmax layers, the TensorFlow backend's activation, softmax,
 attention and sparse cross-entropy functions, the graph runner of functional models
 (to fuse an activation layer into the batch norm or Dense before it), and, when
-keras-hub is importable, its RMS norm layers. Models keep their classes, configs,
+keras-hub is importable, its RMS norm layers, its rotary embedding's ``call``, and its
+``CausalLM``'s training step (the head and its loss without the logits:
+``patch/causal_lm.py``). Models keep their classes, configs,
 weights and files: a model saved while patched is a stock Keras file, and a stock file
 loaded while patched runs fused. Where the ops do not compute the same thing (other
 dtypes, arguments they do not take), Keras's own code runs.

@@ -17,8 +17,8 @@ FAMILIES: dict[str, str] = {
     "softmax": "softmax: the Softmax layer (masks), attention (MultiHeadAttention), the "
                "softmax activation",
     "loss": "sparse categorical cross-entropy",
-    "rotary": "keras-hub's rotary position embedding",
-    "lm_head": "keras-hub's tied-embedding language-model head and its loss",
+    "rotary": "keras-hub's rotary position embedding (RotaryEmbedding, LlamaRotaryEmbedding)",
+    "lm_head": "keras-hub's causal LMs' head (tied or not) and its loss, in fit",
 }
 
 

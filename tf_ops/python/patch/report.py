@@ -9,7 +9,8 @@ import dataclasses
 
 import keras
 
-from tf_ops.python.patch import activations, functional, keras_layers, state
+from tf_ops.python.patch import (activations, causal_lm, functional, keras_hub, keras_layers,
+                                 state)
 from tf_ops.python.patch.entry import Entry
 
 
@@ -101,6 +102,10 @@ _REASONS = (
 )
 
 
+# Patched entries whose layers may still run the original, by target: why, or None.
+_TARGET_REASONS = {keras_hub.ROTARY_CALL: keras_hub.rotary_reason_left}
+
+
 def _describe(layer, entries) -> tuple[str, str] | None:
     """("fused" | "left", detail) for one unpaired layer, or None for a layer no tf_ops
     op covers."""
@@ -115,7 +120,11 @@ def _describe(layer, entries) -> tuple[str, str] | None:
                 act = getattr(layer, "activation", None)
                 spec = activations.of_function(act) if callable(act) else None
                 return "fused", does.format(act=activations.display_name(spec))
-        return "fused", next(e.does for e in _entries_by_target(entries, _patched_by(layer)))
+        target = _patched_by(layer)
+        why = _TARGET_REASONS[target](layer) if target in _TARGET_REASONS else None
+        if why is not None:
+            return "left", why
+        return "fused", next(e.does for e in _entries_by_target(entries, target))
     pending = _pending(layer, entries)
     if pending is not None:
         return "left", pending.pending
@@ -157,6 +166,11 @@ def summarize(model: keras.Model, entries: tuple[Entry, ...], note: str = "") ->
     paired = {id(p.first): p for p in pairs}
     seconds = {id(p.second) for p in pairs}
     fused, left, no_op = [], [], collections.Counter()
+    if getattr(type(model).train_step, "__tf_ops_patch__", None) == causal_lm.TRAIN_STEP:
+        why = causal_lm.reason_left(model)
+        row = Row(f"{model.name} (fit)", type(model).__name__, why or next(
+            e.does for e in _entries_by_target(entries, causal_lm.TRAIN_STEP)))
+        (left if why else fused).append(row)
     for layer in layers:
         if id(layer) in seconds:
             continue

@@ -5,12 +5,12 @@ A new kernel family reaches models by a line here: its entry names what it repla
 (``"module:Class.call"``), its family, and a factory that makes the replacement from
 the original (which it falls back to for what the ops do not cover). Entries whose
 kernels have not landed yet are listed with ``pending`` (the report shows them as left,
-with the reason), so landing one is filling in its ``replacement``.
+with the reason), so landing one is filling in its ``replacement`` (none is pending now).
 """
 
 from __future__ import annotations
 
-from tf_ops.python.patch import functional, keras_backend, keras_hub, keras_layers
+from tf_ops.python.patch import causal_lm, functional, keras_backend, keras_hub, keras_layers
 from tf_ops.python.patch.entry import FAMILIES, Entry
 
 _NN = keras_backend.NN
@@ -62,18 +62,15 @@ ENTRIES: tuple[Entry, ...] = (
           keras_backend.make_sparse_categorical_crossentropy,
           "TfOps>SparseSoftmaxCrossEntropy (loss and gradient in one pass)",
           label="keras sparse categorical cross-entropy"),
-    # --- pending: their kernels land separately ------------------------------------------
-    Entry(f"{_HUB}.layers.modeling.rotary_embedding:RotaryEmbedding.call", ("rotary",), None,
-          "tf_ops.layers.RotaryEmbedding's kernel", requires="keras_hub",
-          label="keras_hub RotaryEmbedding",
-          pending="not patched yet: tf_ops has no rotary kernel yet (the rotary family, "
-                  "tf_ops.rotary_embedding, lands separately; then this entry runs it)"),
-    Entry(f"{_HUB}.models.causal_lm:CausalLM.compute_loss", ("lm_head",), None,
-          "tf_ops.linear_cross_entropy on the tied embedding", requires="keras_hub",
-          label="keras_hub tied LM head + loss",
-          pending="not patched yet: training the tied head with linear_cross_entropy from "
-                  "fit lands separately; the logits and their loss run Keras's (the loss "
-                  "family's kernel where Keras's is sparse cross-entropy)"),
+    # --- rotary: keras-hub's RotaryEmbedding and LlamaRotaryEmbedding (inherits call) ----
+    Entry(keras_hub.ROTARY_CALL, ("rotary",), keras_hub.make_rotary_call,
+          "TfOps>RotaryEmbedding (one op forward, one backward)", requires="keras_hub",
+          label="keras_hub RotaryEmbedding"),
+    # --- lm_head: keras-hub's CausalLM.fit (at the step: compute_loss gets the logits) ----
+    Entry(causal_lm.TRAIN_STEP, ("lm_head",), causal_lm.make_train_step,
+          "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy, no "
+          "[batch, length, vocab] logits on the tape", requires="keras_hub",
+          label="keras_hub CausalLM head + loss (fit)"),
 )
 
 assert len({e.target for e in ENTRIES}) == len(ENTRIES), "one entry per target"

@@ -1,0 +1,197 @@
+"""keras-hub's ``CausalLM`` trained by ``fit`` without ``[batch, length, vocab]`` logits.
+
+keras-hub's causal LMs (``GPT2CausalLM``, ``LlamaCausalLM``, ``GemmaCausalLM``, ...) are
+functional models whose output is the logits ``backbone.token_embedding(backbone(inputs),
+reverse=True)``, and they define no ``compute_loss``: Keras's ``train_step`` calls the
+model (the logits), then ``compute_loss(x, y, y_pred=logits, sample_weight)``, the
+compiled loss (keras-hub's default ``SparseCategoricalCrossentropy(from_logits=True)``,
+``sum_over_batch_size``) weighted by the preprocessor's padding mask (``sample_weight``),
+plus the model's added losses. By the time ``compute_loss`` runs, the logits exist and the
+tape holds them: replacing it cannot avoid them. So the patched attribute is
+``CausalLM.train_step`` (Keras's TensorFlow trainer's, which ``CausalLM`` inherits), where
+the hidden states are still there: the backbone's hidden states, then
+`tf_ops.head_cross_entropy` of the head (tied or not) with the compiled loss's
+``ignore_class``; the rest is Keras's step (the loss tracker, loss scaling, gradients,
+the optimizer, the metrics).
+
+The compiled metrics take the logits (keras-hub's ``compile()`` adds a weighted
+``SparseCategoricalAccuracy``): where there are any, the step computes them outside the
+tape, forward only, before the weights change, as Keras's step would have them. A step
+without logits at all is one of a model compiled without metrics: keras-hub's tasks compile
+themselves when made, and Keras's ``compile()`` keeps the metrics of an earlier one, so make
+the task with ``compile=False``, then ``compile(..., weighted_metrics=None)``.
+``evaluate`` and ``predict`` are Keras's (the logits, no gradient).
+
+Keras's own step runs where the result could differ (`reason_left`): a model whose output
+is not ``head(backbone(inputs))`` (a soft cap or anything after the head), a head
+`head_weights` refuses (quantized, ``logit_soft_cap``, a Dense with an activation), a
+compiled loss other than one ``SparseCategoricalCrossentropy(from_logits=True)`` (or the
+``LossFunctionWrapper`` of its function) reduced ``sum_over_batch_size`` in float32 without
+loss weights, and a class that overrides ``compute_loss``. Per step, the loss is computed
+from the logits as Keras does where the labels or the sample weights are not of the shape
+the op takes (labels of the hidden states' shape less the features, weights of the labels'
+shape) or the hidden states carry a Keras mask.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import keras
+import tensorflow as tf
+from keras.src import tree
+from keras.src.losses import loss as loss_module
+from keras.src.losses.losses import LossFunctionWrapper, sparse_categorical_crossentropy
+from keras.src.trainers.data_adapters import data_adapter_utils
+from keras.src.trainers.trainer import Trainer
+
+from tf_ops.python.softmax.causal_lm import head_cross_entropy, head_weights
+
+TRAIN_STEP = "keras_hub.src.models.causal_lm:CausalLM.train_step"
+
+
+def _head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict] | None:
+    """(backbone, head, the head's call kwargs) where `model`'s only output is
+    ``head(backbone(model.inputs), **kwargs)``: an Embedding head called with
+    ``reverse=True`` or a Dense head, the backbone a functional model of one output;
+    else None (also for any structure this does not know)."""
+    try:
+        return _functional_head(model)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _functional_head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict] | None:
+    backbone = getattr(model, "backbone", None)
+    outputs = getattr(model, "outputs", None)
+    if backbone is None or not outputs or len(outputs) != 1:
+        return None
+    history = getattr(outputs[0], "_keras_history", None)
+    if history is None:
+        return None
+    head, node_index, _ = history
+    node = head._inbound_nodes[node_index]
+    args, kwargs = node.arguments.args, node.arguments.kwargs
+    if isinstance(head, keras.layers.Embedding):
+        if kwargs != {"reverse": True}:
+            return None
+    elif not (isinstance(head, keras.layers.Dense) and not kwargs):
+        return None
+    if len(args) != 1 or getattr(args[0], "_keras_history", None) is None:
+        return None
+    inner, inner_index, _ = args[0]._keras_history
+    outputs_struct = getattr(backbone, "_outputs_struct", None)  # a functional backbone's
+    if inner is not backbone or outputs_struct is None or tree.is_nested(outputs_struct):
+        return None
+    inner_node = backbone._inbound_nodes[inner_index]
+    fed = {id(t) for t in tree.flatten((inner_node.arguments.args, inner_node.arguments.kwargs))
+           if t is not None}  # the kwargs: masks, None
+    if fed != {id(t) for t in tree.flatten(model.inputs)}:
+        return None
+    return backbone, head, dict(kwargs)
+
+
+def _sparse_ignore_class(model: keras.Model) -> tuple[bool, Any]:
+    """(whether the compiled loss is the one the op computes, its ignore_class)."""
+    compiled = getattr(model, "_compile_loss", None)
+    if compiled is None or compiled._user_loss_weights is not None:
+        return False, None
+    loss = compiled._user_loss
+    if not (isinstance(loss, LossFunctionWrapper) and loss.fn is sparse_categorical_crossentropy):
+        return False, None
+    kwargs = loss._fn_kwargs
+    ok = (kwargs.get("from_logits") is True and kwargs.get("axis", -1) == -1
+          and loss.reduction == "sum_over_batch_size" and loss.dtype == "float32"
+          and set(kwargs) <= {"from_logits", "ignore_class", "axis"})
+    return ok, kwargs.get("ignore_class")
+
+
+def reason_left(model: keras.Model) -> str | None:
+    """Why `model`'s ``fit`` runs Keras's step (the logits and their loss), or None."""
+    if type(model).compute_loss is not Trainer.compute_loss:
+        return f"{type(model).__name__} overrides compute_loss"
+    found = _head(model)
+    if found is None:
+        return ("its output is not backbone.token_embedding(backbone(inputs), reverse=True) "
+                "(or a Dense head of the backbone's output)")
+    try:
+        head_weights(found[1])
+    except ValueError as error:
+        return str(error).removeprefix("head_weights: ")
+    if getattr(model, "_compile_loss", None) is None:
+        return "not compiled with a loss"
+    if not _sparse_ignore_class(model)[0]:
+        return ("its loss is not one SparseCategoricalCrossentropy(from_logits=True), "
+                "sum_over_batch_size, float32")
+    return None
+
+
+def _fused_loss(head, hidden, y, sample_weight, ignore_class) -> tf.Tensor | None:
+    """The compiled loss of ``head(hidden)`` by `head_cross_entropy`, or None where the
+    labels, weights or a Keras mask are not what it takes."""
+    if getattr(hidden, "_keras_mask", None) is not None or y is None or tree.is_nested(y):
+        return None
+    y = tf.convert_to_tensor(y)
+    if y.shape.rank is None or y.shape.rank != hidden.shape.rank - 1:
+        return None
+    if sample_weight is not None:
+        if tree.is_nested(sample_weight):
+            return None
+        sample_weight = tf.cast(sample_weight, tf.float32)
+        if sample_weight.shape.rank != y.shape.rank:
+            return None
+    labels = tf.cast(y, tf.int32)
+    loss = head_cross_entropy(head, hidden, labels, sample_weight, ignore_class=ignore_class)
+    # Keras's losses divide by the replicas of a tf.distribute strategy (the gradients
+    # are summed over them).
+    return loss_module.scale_loss_for_distribution(tf.cast(loss, tf.float32))
+
+
+def make_train_step(original: Callable) -> Callable:
+    """Keras's TensorFlow ``train_step`` with the head and its loss in
+    `head_cross_entropy`, for the keras-hub causal LMs `reason_left` passes."""
+
+    def train_step(self, data):
+        if reason_left(self) is not None:
+            return original(self, data)
+        backbone, head, head_kwargs = _head(self)
+        ignore_class = _sparse_ignore_class(self)[1]
+        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+
+        with tf.GradientTape() as tape:
+            hidden = backbone(x, training=True)
+            loss = _fused_loss(head, hidden, y, sample_weight, ignore_class)
+            y_pred = None
+            if loss is None:  # Keras's own loss of the logits
+                y_pred = head(hidden, **head_kwargs)
+                loss = self._compute_loss(x=x, y=y, y_pred=y_pred,
+                                          sample_weight=sample_weight, training=True)
+            else:  # Trainer.compute_loss: the compiled loss, plus the added losses
+                losses = [loss] + [self._aggregate_additional_loss(extra)
+                                   for extra in self.losses]
+                loss = losses[0] if len(losses) == 1 else keras.ops.sum(losses)
+            self._loss_tracker.update_state(
+                loss_module.unscale_loss_for_distribution(loss),
+                sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
+            if self.optimizer is not None:
+                loss = self.optimizer.scale_loss(loss)
+
+        trainable_weights = self.trainable_weights
+        gradients = tape.gradient(loss, trainable_weights) if trainable_weights else None
+        if y_pred is None and metrics_need_logits(self):
+            y_pred = head(hidden, **head_kwargs)  # before the update, off the tape
+        if trainable_weights:
+            self.optimizer.apply_gradients(zip(gradients, trainable_weights))
+        else:
+            warnings.warn("The model does not have any trainable weights.")
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    return train_step
+
+
+def metrics_need_logits(model: keras.Model) -> bool:
+    """Whether `model`'s ``compute_metrics`` may read ``y_pred``: compiled metrics, or a
+    class of its own."""
+    return (getattr(model, "_compile_metrics", None) is not None
+            or type(model).compute_metrics is not Trainer.compute_metrics)
