@@ -136,7 +136,9 @@ def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorL
             w = tf.cast(tf.convert_to_tensor(sample_weight), tf.float32)
             w1 = tf.reshape(tf.broadcast_to(w, tf.shape(t)), [-1])
         vocab = k.shape[0] if transpose_kernel else k.shape[-1]
-        if is_portable():
+        # The whole composite under tf_ops.portable(), and under XLA where the library
+        # has no lowering of the cross-entropy op (built without XLA): XLA fuses it.
+        if is_portable() or fn._composite("SparseSoftmaxCrossEntropy"):
             logits = tf.matmul(h2, k, transpose_b=transpose_kernel)
             if b is not None:
                 logits = logits + b
