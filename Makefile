@@ -152,7 +152,7 @@ gpu-selftest-cpu:
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR).configure.log tf_ops/_tf_ops*.so build-gpu-selftest-cpu \
 	  tf_ops/_tf_ops*.build.json build-bazel $(ENGINE_TEST_DIR) $(WHEEL_BUILD_DIR) build-pip dist \
-	  build-tests build-tf*
+	  build-tests build-tf* build-tensorflow-cpu-* build-gpu-selftest-script
 
 # The accuracy tool (tools/accuracy/, TF-free): accuracy_sweep measures every
 # op's largest error over every float32, half and bfloat16 input on each

@@ -204,7 +204,11 @@ def test_the_script_on_this_machine_says_nothing_was_tested(tmp_path):
     architectures ($CUDAARCHS) where set: the same flags as `make build`'s self-test target,
     so the compiler cache already holds every object."""
     assert shutil.which("nvcc"), "nvcc is needed (CI has it)"
-    env = dict(os.environ, GPU_SELFTEST_BUILD_DIR=str(tmp_path / "build"))
+    # Beside build/ in the source tree (ccache rewrites the paths under it relative to the
+    # build folder: at the same depth the objects are `make build`'s), fresh each run.
+    build = ROOT / "build-gpu-selftest-script"
+    shutil.rmtree(build, ignore_errors=True)
+    env = dict(os.environ, GPU_SELFTEST_BUILD_DIR=str(build))
     env.pop("COMPUTE_SANITIZER", None)
     architectures = os.environ.get("CUDAARCHS") or "75-real"
     result = subprocess.run(

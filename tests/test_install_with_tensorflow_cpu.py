@@ -24,8 +24,10 @@ pytestmark = pytest.mark.slow
 TF_DIST, TF_VERSION = "tensorflow-cpu", "2.20.0"
 PINNED = f"{TF_DIST}=={TF_VERSION}"
 CHECK = REPO_ROOT / "tests" / "scripts" / "check_installed_package.py"
-# The CMake tree of these builds, kept between runs (pip's default is shared with other builds).
-BUILD_DIR = venvs.VENVS / f"cmake-{TF_DIST}-{TF_VERSION}"
+# The CMake tree of these builds, kept between runs (pip's default is shared with other builds),
+# beside build/ in the source tree: ccache rewrites the paths under the tree relative to the
+# build folder, so at the same depth the TensorFlow-free CUDA objects are `make build`'s.
+BUILD_DIR = REPO_ROOT / f"build-{TF_DIST}-{TF_VERSION}"
 
 
 def _run_time_requirements(requires: list[str]) -> list[str]:
