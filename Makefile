@@ -42,6 +42,12 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 # The libraries precompile TensorFlow's headers (CMakeLists.txt, TF_OPS_PCH): ccache caches
 # a compile that uses a precompiled header only with these.
 export CCACHE_SLOPPINESS ?= pch_defines,time_macros,include_file_mtime,include_file_ctime
+# ccache hashes the compiler's name: CMake's Makefile builds find c++, pip's Ninja builds
+# (the wheel, the install tests) g++, the same compiler, so name it once for all of them
+# (unless CXX is the user's own).
+ifeq ($(origin CXX),default)
+export CXX := c++
+endif
 endif
 ENGINE_TEST_DIR ?= build-engine-test
 # ENGINE_TEST=0: `make test` without the engine's sanitizer test (CI's older-TensorFlow step:
