@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Optional
 
 import tensorflow as tf
-from tf_ops.python.core.portable import is_portable
+from tf_ops.python.core.composite import use_composite
 from tf_ops.python.softmax import functions as fn
 
 TensorLike = tf.types.experimental.TensorLike
@@ -138,7 +138,7 @@ def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorL
         vocab = k.shape[0] if transpose_kernel else k.shape[-1]
         # The whole composite under tf_ops.portable(), and under XLA where the library
         # has no lowering of the cross-entropy op (built without XLA): XLA fuses it.
-        if is_portable() or fn._composite("SparseSoftmaxCrossEntropy"):
+        if use_composite("SparseSoftmaxCrossEntropy", fn.XLA_LOWERED):
             logits = tf.matmul(h2, k, transpose_b=transpose_kernel)
             if b is not None:
                 logits = logits + b
