@@ -396,25 +396,36 @@ def _train_step_ops(lm, patched: bool = True) -> list:
 def test_keras_hub_causal_lm_fit_without_logits(tie):
     pytest.importorskip("keras_hub")
     # keras-hub's compile(): SparseCategoricalCrossentropy(from_logits=True) and a weighted
-    # accuracy (which takes the logits, computed off the tape); and no metrics at all (a
-    # task made with compile=False: Keras's compile() keeps an earlier one's metrics).
-    for lm, kwargs in ((_llama_lm(tie), {}),
-                       (_llama_lm(tie, compile=False), {"weighted_metrics": None})):
+    # accuracy (updated from the argmax linear_cross_entropy reads, no logits); "accuracy"
+    # beside a metric that needs the logits (computed off the tape); and no metrics at all
+    # (a task made with compile=False: Keras's compile() keeps an earlier one's metrics).
+    top3 = keras.metrics.SparseTopKCategoricalAccuracy(k=3)
+    cases = ((_llama_lm(tie), {}, ("sparse_categorical_accuracy",)),
+             (_llama_lm(tie, compile=False),
+              {"metrics": ["accuracy"], "weighted_metrics": [top3]},
+              ("accuracy", top3.name)),
+             (_llama_lm(tie, compile=False), {"weighted_metrics": None}, ()))
+    for lm, kwargs, metrics in cases:
         stock, patched = _fit_step(lm, False, **kwargs), _fit_step(lm, True, **kwargs)
         assert stock.keys() == patched.keys()
-        assert ("log sparse_categorical_accuracy" in stock) == (not kwargs), stock.keys()
+        assert {k for k in stock if k.startswith("log ")} == {
+            "log loss", *(f"log {m}" for m in metrics)}, stock.keys()
         for key in stock:
             np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6,
                                        err_msg=key)
-    # No [batch, length, vocab] tensor in the step: linear_cross_entropy's chunks of rows.
+    # No [batch, length, vocab] tensor in the step: linear_cross_entropy's chunks of rows,
+    # with keras-hub's accuracy or without metrics; the logits for a top-k metric.
     def vocab_shaped(ops):
         return [op.name for op in ops for t in op.outputs
                 if t.shape.rank == 3 and t.shape[-1] == 97]
 
-    stock_ops, ops = _train_step_ops(lm, patched=False), _train_step_ops(lm)
-    assert vocab_shaped(stock_ops) and not vocab_shaped(ops), vocab_shaped(ops)
-    assert "SparseSoftmaxCrossEntropyWithLogits" in {op.type for op in stock_ops}
-    assert "TfOps>SparseSoftmaxCrossEntropy" in {op.type for op in ops}
+    for lm, kwargs, metrics in cases:
+        lm.compile(optimizer="sgd", **kwargs)
+        stock_ops, ops = _train_step_ops(lm, patched=False), _train_step_ops(lm)
+        assert vocab_shaped(stock_ops)
+        assert bool(vocab_shaped(ops)) == (top3.name in metrics), vocab_shaped(ops)
+        assert "SparseSoftmaxCrossEntropyWithLogits" in {op.type for op in stock_ops}
+        assert "TfOps>SparseSoftmaxCrossEntropy" in {op.type for op in ops}
     rows = {r.layers: r.detail for r in tf_ops.patch_summary(lm).fused}
     assert rows[f"{lm.name} (fit)"].startswith("fit: the head (tied or not) and its loss")
 

@@ -177,10 +177,14 @@ def test_linear_cross_entropy_values_gradients_and_determinism():
 
 
 def test_linear_cross_entropy_blocks_weights_xla_and_empty():
-    """The kernel gradient added one block at a time (kernel's first axis >= 64, both
-    layouts), per-row weights, XLA (rows padded to whole chunks), a last short chunk
-    and no rows at all, against the unfused head."""
-    n, hdim, v = 21, 64, 96
+    """The kernel gradient added one block at a time (of the vocabulary for a [V, H]
+    kernel, of the features for an [H, V] one), per-row weights, XLA (rows padded to whole
+    chunks), a last short chunk, the rows' argmax, chunk_size="fast" and no rows at all,
+    against the unfused head."""
+    from tf_ops.python.softmax.linear_cross_entropy import kernel_blocks
+
+    n, hdim, v = 21, 256, 96
+    assert kernel_blocks(v, hdim, True) == 4 and kernel_blocks(v, hdim, False) == 2
     h = tf.constant(RNG.normal(0, 1, (n, hdim)), tf.float32)
     k = tf.constant(RNG.normal(0, 0.2, (hdim, v)), tf.float32)
     labels = tf.constant(np.where(RNG.random(n) < 0.2, 7, RNG.integers(0, v, n)))
@@ -191,20 +195,26 @@ def test_linear_cross_entropy_blocks_weights_xla_and_empty():
         kk = tf.transpose(k) if transpose else k
         with tf.GradientTape(persistent=True) as tape:
             tape.watch([h, kk])
-            ours = tf_ops.linear_cross_entropy(h, kk, labels, transpose_kernel=transpose,
-                                               sample_weight=w, chunk_size=8, **attrs)
+            ours, argmax = tf_ops.linear_cross_entropy(
+                h, kk, labels, transpose_kernel=transpose, sample_weight=w, chunk_size=8,
+                return_argmax=True, **attrs)
+            fast = tf_ops.linear_cross_entropy(h, kk, labels, transpose_kernel=transpose,
+                                               sample_weight=w, chunk_size="fast", **attrs)
             logits = tf.matmul(h, kk, transpose_b=transpose)
             losses = tf_ops.sparse_softmax_cross_entropy(logits, labels, **attrs)
             keep = tf.cast(tf.not_equal(labels, 7), tf.float32)
             theirs = tf.reduce_sum(losses * w) / tf.reduce_sum(keep)
-        return ours, theirs, tape.gradient(ours, [h, kk]), tape.gradient(theirs, [h, kk])
+        return (ours, theirs, tape.gradient(ours, [h, kk]), tape.gradient(theirs, [h, kk]),
+                argmax, tf.argmax(logits, axis=-1), fast, tape.gradient(fast, [h, kk]))
 
     for transpose in (False, True):
         for jit in (False, True):
-            ours, theirs, g_ours, g_theirs = tf.function(
+            ours, theirs, g_ours, g_theirs, argmax, expected, fast, g_fast = tf.function(
                 lambda h, k: both(h, k, transpose, jit), jit_compile=jit)(h, k)
             np.testing.assert_allclose(ours, theirs, rtol=1e-6, err_msg=f"{transpose} {jit}")
-            for a, e in zip(g_ours, g_theirs):
+            np.testing.assert_allclose(fast, theirs, rtol=1e-6, err_msg=f"{transpose} {jit}")
+            np.testing.assert_array_equal(argmax, expected)
+            for a, e in zip(g_ours + g_fast, g_theirs + g_theirs):
                 np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6,
                                            err_msg=f"{transpose} {jit}")
     # No rows: loss 0, zero gradients of the right shapes.
@@ -217,3 +227,5 @@ def test_linear_cross_entropy_blocks_weights_xla_and_empty():
     np.testing.assert_array_equal(gk, np.zeros((hdim, v), np.float32))
     with pytest.raises(ValueError, match="kernel's H"):
         tf_ops.linear_cross_entropy(h, tf.transpose(k), labels)
+    with pytest.raises(ValueError, match="chunk_size must be a number, None or 'fast'"):
+        tf_ops.linear_cross_entropy(h, k, labels, chunk_size="big")

@@ -15,8 +15,11 @@ the hidden states are still there: the backbone's hidden states, then
 the optimizer, the metrics).
 
 The compiled metrics take the logits (keras-hub's ``compile()`` adds a weighted
-``SparseCategoricalAccuracy``): where there are any, the step computes them outside the
-tape, forward only, before the weights change, as Keras's step would have them. A step
+``SparseCategoricalAccuracy``). Where every one is such an accuracy (the argmax of the
+logits against the labels), `linear_cross_entropy` reads each row's argmax from its chunk
+of logits as they pass and the step updates the metrics from it: no logits again. Other
+metrics get the logits, computed outside the tape, forward only, before the weights
+change, as Keras's step would have them. A step
 without logits at all is one of a model compiled without metrics: keras-hub's tasks compile
 themselves when made, and Keras's ``compile()`` keeps the metrics of an earlier one, so make
 the task with ``compile=False``, then ``compile(..., weighted_metrics=None)``.
@@ -43,6 +46,9 @@ import tensorflow as tf
 from keras.src import tree
 from keras.src.losses import loss as loss_module
 from keras.src.losses.losses import LossFunctionWrapper, sparse_categorical_crossentropy
+from keras.src.metrics.accuracy_metrics import sparse_categorical_accuracy
+from keras.src.metrics.reduction_metrics import MeanMetricWrapper
+from keras.src.trainers.compile_utils import CompileMetrics
 from keras.src.trainers.data_adapters import data_adapter_utils
 from keras.src.trainers.trainer import Trainer
 
@@ -127,9 +133,11 @@ def reason_left(model: keras.Model) -> str | None:
     return None
 
 
-def _fused_loss(head, hidden, y, sample_weight, ignore_class) -> tf.Tensor | None:
-    """The compiled loss of ``head(hidden)`` by `head_cross_entropy`, or None where the
-    labels, weights or a Keras mask are not what it takes."""
+def _fused_loss(head, hidden, y, sample_weight, ignore_class,
+                with_argmax: bool = False) -> tuple[tf.Tensor, tf.Tensor | None] | None:
+    """(the compiled loss of ``head(hidden)`` by `head_cross_entropy`, the rows' argmax
+    where asked else None), or None where the labels, weights or a Keras mask are not
+    what it takes."""
     if getattr(hidden, "_keras_mask", None) is not None or y is None or tree.is_nested(y):
         return None
     y = tf.convert_to_tensor(y)
@@ -142,10 +150,59 @@ def _fused_loss(head, hidden, y, sample_weight, ignore_class) -> tf.Tensor | Non
         if sample_weight.shape.rank != y.shape.rank:
             return None
     labels = tf.cast(y, tf.int32)
-    loss = head_cross_entropy(head, hidden, labels, sample_weight, ignore_class=ignore_class)
+    # A training step's speed is what the patch is for: few large chunks (a chunk's logits
+    # at most the kernel gradient's size), the head's memory still bounded.
+    loss = head_cross_entropy(head, hidden, labels, sample_weight, ignore_class=ignore_class,
+                              chunk_size="fast", return_argmax=with_argmax)
+    loss, argmax = loss if with_argmax else (loss, None)
     # Keras's losses divide by the replicas of a tf.distribute strategy (the gradients
     # are summed over them).
-    return loss_module.scale_loss_for_distribution(tf.cast(loss, tf.float32))
+    return loss_module.scale_loss_for_distribution(tf.cast(loss, tf.float32)), argmax
+
+
+def _logits_stand_in(head, hidden) -> keras.KerasTensor:
+    """The shape and dtype the head's logits would have (what building the compiled
+    metrics reads)."""
+    kernel, transpose, _ = head_weights(head)
+    vocab = kernel.shape[0] if transpose else kernel.shape[-1]
+    dtype = getattr(head, "reverse_dtype", None) or head.compute_dtype
+    return keras.KerasTensor(tuple(hidden.shape[:-1]) + (vocab,), dtype=dtype)
+
+
+def _argmax_metrics(model: keras.Model, y, stand_in) -> list | None:
+    """[(metric, weighted)] of the compiled metrics where every one is an accuracy of the
+    logits' argmax (``SparseCategoricalAccuracy``, or ``"accuracy"`` resolved to it) and
+    the class computes its metrics as Keras does; else None. Builds the compiled metrics
+    (from `stand_in`, the logits' shape) where they are not yet."""
+    compiled = getattr(model, "_compile_metrics", None)
+    if (type(model).compute_metrics is not Trainer.compute_metrics
+            or not isinstance(compiled, CompileMetrics) or y is None or tree.is_nested(y)):
+        return None
+    if not compiled.built:
+        compiled.build(y, stand_in)
+    found = []
+    for lists, weighted in ((compiled._flat_metrics, False),
+                            (compiled._flat_weighted_metrics, True)):
+        for metrics in lists or ():
+            for metric in (metrics.metrics if metrics is not None else ()):
+                if not (isinstance(metric, MeanMetricWrapper)
+                        and metric._fn is sparse_categorical_accuracy
+                        and not metric._fn_kwargs):
+                    return None
+                found.append((metric, weighted))
+    return found
+
+
+def _update_from_argmax(model, metrics, y, argmax, sample_weight, dtype) -> dict:
+    """What ``compute_metrics(x, y, logits, sample_weight)`` does for accuracies: the
+    labels and the argmax compared in the logits' dtype, as
+    ``sparse_categorical_accuracy`` compares them."""
+    predicted = tf.cast(argmax, dtype)
+    matches = tf.cast(tf.equal(tf.cast(y, dtype), predicted), keras.backend.floatx())
+    for metric, weighted in metrics:
+        keras.metrics.Mean.update_state(metric, matches,
+                                        sample_weight=sample_weight if weighted else None)
+    return model.get_metrics_result()
 
 
 def make_train_step(original: Callable) -> Callable:
@@ -159,9 +216,14 @@ def make_train_step(original: Callable) -> Callable:
         ignore_class = _sparse_ignore_class(self)[1]
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
 
+        argmax = metrics = None
         with tf.GradientTape() as tape:
             hidden = backbone(x, training=True)
-            loss = _fused_loss(head, hidden, y, sample_weight, ignore_class)
+            if metrics_need_logits(self):
+                metrics = _argmax_metrics(self, y, _logits_stand_in(head, hidden))
+            fused = _fused_loss(head, hidden, y, sample_weight, ignore_class,
+                                with_argmax=metrics is not None)
+            loss, argmax = fused if fused is not None else (None, None)
             y_pred = None
             if loss is None:  # Keras's own loss of the logits
                 y_pred = head(hidden, **head_kwargs)
@@ -179,12 +241,15 @@ def make_train_step(original: Callable) -> Callable:
 
         trainable_weights = self.trainable_weights
         gradients = tape.gradient(loss, trainable_weights) if trainable_weights else None
-        if y_pred is None and metrics_need_logits(self):
+        if y_pred is None and argmax is None and metrics_need_logits(self):
             y_pred = head(hidden, **head_kwargs)  # before the update, off the tape
         if trainable_weights:
             self.optimizer.apply_gradients(zip(gradients, trainable_weights))
         else:
             warnings.warn("The model does not have any trainable weights.")
+        if argmax is not None:
+            return _update_from_argmax(self, metrics, y, argmax, sample_weight,
+                                       _logits_stand_in(head, hidden).dtype)
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     return train_step

@@ -61,7 +61,8 @@ def head_weights(head: keras.layers.Layer) -> tuple[tf.Variable, bool, Optional[
 def head_cross_entropy(head: keras.layers.Layer, hidden: TensorLike, labels: TensorLike,
                        sample_weight: Optional[TensorLike] = None, *,
                        ignore_class: Optional[int] = None, label_smoothing: float = 0.0,
-                       z_loss: float = 0.0, chunk_size: Optional[int] = None) -> tf.Tensor:
+                       z_loss: float = 0.0, chunk_size: Optional[int | str] = None,
+                       return_argmax: bool = False) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
     """``keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=...)(
     labels, head(hidden, reverse=True), sample_weight)`` without the logits.
 
@@ -71,7 +72,8 @@ def head_cross_entropy(head: keras.layers.Layer, hidden: TensorLike, labels: Ten
       labels: integer ``[...]``.
       sample_weight: optional, broadcastable to the labels' shape (a padding mask).
       ignore_class: labels equal to it count neither in the sum nor in the divisor.
-      label_smoothing, z_loss, chunk_size: as `linear_cross_entropy`.
+      label_smoothing, z_loss, chunk_size, return_argmax: as `linear_cross_entropy`
+        (with ``return_argmax``: ``(loss, argmax)``, what an accuracy metric needs).
 
     Example:
       >>> import keras, tensorflow as tf, tf_ops
@@ -86,16 +88,19 @@ def head_cross_entropy(head: keras.layers.Layer, hidden: TensorLike, labels: Ten
     if reverse_dtype is not None:
         h = tf.cast(h, reverse_dtype)
     kwargs = dict(transpose_kernel=transpose, label_smoothing=label_smoothing, z_loss=z_loss,
-                  sample_weight=sample_weight, chunk_size=chunk_size)
+                  sample_weight=sample_weight, chunk_size=chunk_size,
+                  return_argmax=return_argmax)
     if ignore_class is not None:
         # Keras divides by the labels not ignored: the op's own mean.
         return linear_cross_entropy(h, kernel, labels, bias, ignore_index=ignore_class,
                                     reduction="mean", **kwargs)
     # Keras's sum_over_batch_size: over every label, weights or not. No label is ignored
     # (an index no label can equal).
-    total = linear_cross_entropy(h, kernel, labels, bias, ignore_index=-(2**31),
-                                 reduction="sum", **kwargs)
-    return tf.math.divide_no_nan(total, tf.cast(tf.size(labels), total.dtype))
+    result = linear_cross_entropy(h, kernel, labels, bias, ignore_index=-(2**31),
+                                  reduction="sum", **kwargs)
+    total = result[0] if return_argmax else result
+    loss = tf.math.divide_no_nan(total, tf.cast(tf.size(labels), total.dtype))
+    return (loss, result[1]) if return_argmax else loss
 
 
 @keras.saving.register_keras_serializable(package="tf_ops")

@@ -11,15 +11,15 @@ the saved gradients by the incoming one. The loss is therefore a scalar (the mea
 the rows that are not ignored, or their sum).
 
 Memory: what lives at once is the kernel's float32 gradient, dhidden, one chunk of
-logits and one vocabulary block of the kernel's gradient. The chunk's part of dkernel
-is not materialised whole: it is computed one vocabulary block at a time (a slice of
-the dlogits' columns times the chunk's hidden rows, TensorFlow's matmul again; blocks
-of about 1M gradients, still in cache when added) and added in place into that block of
-the float32 accumulator (``InplaceAdd`` on the rows of a view of it that are the
-block: ``[V, H]`` as ``[blocks, Vb * H]``, ``[H, V]`` as ``[H * blocks, Vb]``; a
-scatter-add under XLA), the blocks in a fixed order: deterministic. The first
-chunk's dkernel is the accumulator's first value, so no zeros are allocated (a
-``tf.zeros`` of the kernel's shape would become a constant of that size in the graph).
+logits and one block of the kernel's gradient. The chunk's part of dkernel is not
+materialised whole: it is computed one block at a time (`kernel_blocks`: of the
+vocabulary for a ``[V, H]`` kernel, a slice of the dlogits' columns times the chunk's
+hidden rows; of the features for an ``[H, V]`` one, a slice of the hidden rows' columns
+times the dlogits; TensorFlow's matmul again; blocks of about 4M gradients), each block one contiguous row of the float32 accumulator seen as
+``[blocks, -1]``, added in place (``InplaceAdd``; a scatter-add under XLA), the blocks in
+a fixed order: deterministic. The first chunk's dkernel is the accumulator's first
+value, so no zeros are allocated (a ``tf.zeros`` of the kernel's shape would become a
+constant of that size in the graph).
 Rows per chunk default to about a fifth of the hidden size (the chunk's logits then take
 about a fifth of the kernel gradient's memory), and at least enough for 1M logits.
 """
@@ -37,13 +37,20 @@ TensorLike = tf.types.experimental.TensorLike
 # Logits per chunk at least (4 MiB of float32): fewer, larger chunks for small hidden
 # sizes, whose per-chunk overhead would otherwise dominate.
 _MIN_CHUNK_ELEMENTS = 1 << 20
-# A chunk's kernel gradient is computed and added in blocks of the vocabulary: at least
-# _BLOCKS of them, each at most about _BLOCK_ELEMENTS gradients (4 MiB of float32: the
-# piece is still in cache when it is added), unless the vocabulary is shorter than
-# _MIN_BLOCKED_VOCAB (then whole).
-_BLOCKS = 16
-_BLOCK_ELEMENTS = 1 << 20
+# fast_chunk_size: a chunk's logits take at most max(the kernel's size, this many).
+_FAST_CHUNK_ELEMENTS = 1 << 24
+# From this many rows a chunk's matmuls run as large ones (no transposed forms).
+_LARGE_CHUNK_ROWS = 256
+# A chunk's kernel gradient is computed and added in blocks: at least _BLOCKS of them,
+# each at most about _BLOCK_ELEMENTS gradients (16 MiB of float32), unless the vocabulary
+# is shorter than _MIN_BLOCKED_VOCAB (then whole). Blocks of the features keep at least
+# _MIN_BLOCK_FEATURES of them. Measured (512 rows x 512 x 32000, two threads): the
+# chunk's dkernel added in 4 blocks of 128 features takes 1.17x the time of one matmul
+# plus one add (which needs a second kernel-sized buffer), in 16 blocks of 32 1.77x.
+_BLOCKS = 4
+_BLOCK_ELEMENTS = 1 << 22
 _MIN_BLOCKED_VOCAB = 64
+_MIN_BLOCK_FEATURES = 128
 
 
 def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
@@ -57,20 +64,46 @@ def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
     return int(min(size, rows)) if rows > 0 else int(size)
 
 
-def vocab_blocks(vocab: Optional[int], hidden: Optional[int]) -> int:
-    """How many equal blocks of the vocabulary a chunk's kernel gradient is computed and
-    added in: the first divisor of `vocab` from max(16, vocab * hidden / 1M) up to twice
-    that; 1 (whole) when the vocabulary is unknown, short or has no such divisor.
+def fast_chunk_size(vocab: int, hidden: int) -> int:
+    """Rows per chunk for speed: a chunk's logits take at most as much memory as the
+    kernel's gradient (``hidden`` rows), or 16M logits (64 MiB of float32) where that is
+    more. Few, large matmuls, as fast as the unchunked head or faster (measured: keras-hub
+    LLaMA and GPT-2 at 1024 tokens, 1.1-1.15x the composite's step), while the head's
+    memory stays bounded by about twice the kernel's gradient whatever the number of
+    tokens. ``chunk_size="fast"``, what `tf_ops.patch_keras()` trains language models
+    with; `default_chunk_size` (a fifth of this or less) is for the least memory.
 
     Example:
-      >>> vocab_blocks(128000, 512)
-      64
+      >>> fast_chunk_size(32000, 512), fast_chunk_size(8000, 512)
+      (524, 2097)
     """
-    if vocab is None or vocab < _MIN_BLOCKED_VOCAB:
+    return int(max(hidden, _FAST_CHUNK_ELEMENTS // max(vocab, 1), 16))
+
+
+def kernel_blocks(vocab: Optional[int], hidden: Optional[int],
+                  transpose_kernel: bool = True) -> int:
+    """How many equal blocks a chunk's kernel gradient is computed and added in, each one
+    contiguous part of the gradient: blocks of the vocabulary for a ``[V, H]`` kernel
+    (``transpose_kernel``), of the features for an ``[H, V]`` one. Aimed at
+    max(4, V * H / 4M) blocks (about 4M gradients each): for the vocabulary the first
+    divisor of V from there up to twice that; for the features the largest divisor of H
+    up to there that leaves at least 128 features a block (thinner blocks make slow
+    matmuls). 1 (whole) when the size is unknown, short or has no such divisor.
+
+    Example:
+      >>> kernel_blocks(128000, 512), kernel_blocks(32000, 512, transpose_kernel=False)
+      (16, 4)
+    """
+    if vocab is None or hidden is None or vocab < _MIN_BLOCKED_VOCAB:
         return 1
-    target = max(_BLOCKS, -(-vocab * (hidden or 512) // _BLOCK_ELEMENTS))
-    for count in range(target, min(2 * target, vocab) + 1):
-        if vocab % count == 0:
+    target = max(_BLOCKS, -(-vocab * hidden // _BLOCK_ELEMENTS))
+    if transpose_kernel:
+        for count in range(target, min(2 * target, vocab) + 1):
+            if vocab % count == 0:
+                return count
+        return 1
+    for count in range(min(target, hidden // _MIN_BLOCK_FEATURES), 1, -1):
+        if hidden % count == 0:
             return count
     return 1
 
@@ -79,8 +112,9 @@ def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorL
                          bias: Optional[TensorLike] = None, *, transpose_kernel: bool = False,
                          label_smoothing: float = 0.0, ignore_index: int = -100,
                          z_loss: float = 0.0, sample_weight: Optional[TensorLike] = None,
-                         reduction: str = "mean", chunk_size: Optional[int] = None,
-                         name: Optional[str] = None) -> tf.Tensor:
+                         reduction: str = "mean", chunk_size: Optional[int | str] = None,
+                         return_argmax: bool = False,
+                         name: Optional[str] = None) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
     """Cross-entropy of ``hidden @ kernel (+ bias)`` against `labels`, in chunks of rows.
 
     Args:
@@ -94,13 +128,19 @@ def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorL
         broadcasts to it): each row's loss and gradients are scaled by its weight.
       reduction: ``"mean"`` (the weighted sum over the number of rows not ignored; 0
         when all are: Keras's ``ignore_class``) or ``"sum"``.
-      chunk_size: rows per chunk (default: `default_chunk_size`).
+      chunk_size: rows per chunk: None (default) for the least memory
+        (`default_chunk_size`), ``"fast"`` for speed with the memory still bounded
+        (`fast_chunk_size`: what `tf_ops.patch_keras()` trains with), or a number.
+      return_argmax: also return each row's most likely class (``argmax`` of its logits,
+        int64, of the labels' shape), read from each chunk's logits as they pass: what an
+        accuracy metric needs, without computing the logits again.
 
     The gradients for hidden, kernel and bias are computed in the forward pass and
     accumulated in float32; the result equals
     ``sparse_softmax_cross_entropy(hidden @ kernel + bias, labels)`` reduced. Under XLA
     the rows are padded to whole chunks (ignored rows), so that every chunk has one
-    static shape; under `tf_ops.portable()` it is that composite, logits and all.
+    static shape; under `tf_ops.portable()` it is that composite, logits and all. With
+    ``return_argmax=True`` the result is ``(loss, argmax)``.
 
     Example:
       >>> import tf_ops, tensorflow as tf
@@ -146,16 +186,29 @@ def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorL
             total = tf.reduce_sum(losses if w1 is None else losses * w1)
             count = tf.reduce_sum(tf.cast(tf.not_equal(tf.cast(t1, tf.int64),
                                                        attrs["ignore_index"]), tf.float32))
-            return total if reduction == "sum" else tf.math.divide_no_nan(total, count)
+            loss = total if reduction == "sum" else tf.math.divide_no_nan(total, count)
+            if return_argmax:
+                return loss, tf.reshape(tf.argmax(logits, axis=-1), tf.shape(t))
+            return loss
         rows_static = h2.shape[0]
         if chunk_size is None:
             chunk_size = default_chunk_size(rows_static or 0, vocab or 32000, features or 512)
+        elif chunk_size == "fast":
+            chunk_size = fast_chunk_size(vocab or 32000, features or 512)
+            chunk_size = min(chunk_size, rows_static) if rows_static else chunk_size
+        elif isinstance(chunk_size, str):
+            raise ValueError(f"linear_cross_entropy: chunk_size must be a number, None or "
+                             f"'fast', got {chunk_size!r}")
         chunk_size = int(chunk_size)
         if chunk_size < 1:
             raise ValueError(f"linear_cross_entropy: chunk_size must be >= 1, got {chunk_size}")
         inputs = [h2, k] + ([b] if b is not None else [])
-        return _chunked(inputs, t1, w1, transpose_kernel, attrs, reduction, chunk_size,
-                        vocab_blocks(vocab, features))
+        loss, argmax = _chunked(inputs, t1, w1, transpose_kernel, attrs, reduction,
+                                chunk_size, kernel_blocks(vocab, features, transpose_kernel),
+                                return_argmax)
+        if return_argmax:
+            return loss, tf.reshape(argmax, tf.shape(t))
+        return loss
 
 
 def _add_rows(view: tf.Tensor, rows, piece: tf.Tensor, in_xla: bool) -> tf.Tensor:
@@ -171,8 +224,10 @@ def _add_rows(view: tf.Tensor, rows, piece: tf.Tensor, in_xla: bool) -> tf.Tenso
     return tf.raw_ops.InplaceAdd(x=view, i=rows, v=piece)
 
 
-def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_size, blocks):
-    """`blocks`: vocabulary blocks (`vocab_blocks`) the kernel's gradient is added in."""
+def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_size, blocks,
+             with_argmax=False):
+    """(loss, each row's argmax or None). `blocks`: how many blocks the kernel's gradient
+    is added in (`kernel_blocks`)."""
     has_bias = len(inputs) == 3
     ignore = attrs["ignore_index"]
     # Under XLA every shape must be static: the rows are padded to whole chunks.
@@ -199,8 +254,11 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
         # The matmuls, each in the orientation oneDNN runs fastest with a chunk's few
         # rows (measured, one thread, 128 x 512 x 32000: h @ k^T 27 GFLOP/s, (k @ h^T)^T
         # 66; d @ k^T 43, (k @ d^T)^T 76); the transposes are of thin results only,
-        # except the tied kernel's logits.
+        # except the tied kernel's logits, which from _LARGE_CHUNK_ROWS rows on are
+        # h @ k^T (10% faster than with the transpose at 512 rows, two threads).
         def logits_of(hc):
+            if transpose_kernel and chunk_size >= _LARGE_CHUNK_ROWS:
+                return tf.matmul(hc, k, transpose_b=True)
             if transpose_kernel:  # [V, H]
                 return tf.transpose(tf.matmul(k, hc, transpose_b=True))
             return tf.matmul(hc, k)
@@ -212,7 +270,8 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
 
         def chunk(i):
             """Chunk i's weighted loss sum, kept-row count, dlogits (unweighted), rows of
-            h scaled by their weights, rows of dh, and the rows' weights (None: 1)."""
+            h scaled by their weights, rows of dh, the rows' weights (None: 1) and the
+            rows' argmax (None unless asked)."""
             start = i * chunk_size
             size = chunk_size if in_xla else tf.minimum(chunk_size, rows - start)
             hc = tf.slice(h_in, [start, 0], [size, -1])
@@ -220,17 +279,22 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
             logits = logits_of(hc)
             if has_bias:
                 logits = logits + b
-            losses, d = fn._ops.tf_ops_sparse_softmax_cross_entropy(logits, tc, **attrs)
+            ids, after = None, []
+            if with_argmax:  # read before the loss op reuses the logits' buffer
+                ids = tf.argmax(logits, axis=-1)
+                after = [ids]
+            with tf.control_dependencies(after):
+                losses, d = fn._ops.tf_ops_sparse_softmax_cross_entropy(logits, tc, **attrs)
             losses = tf.cast(losses, tf.float32)
             count = tf.reduce_sum(tf.cast(tf.not_equal(tc, ignore), tf.float32))
             dh = dh_of(d)
             if w_in is None:
-                return tf.reduce_sum(losses), count, d, hc, dh, None
+                return tf.reduce_sum(losses), count, d, hc, dh, None, ids
             # A row's weight scales its dlogits; applied to the thin factors instead
             # (dh's rows, h's rows for dkernel, a matvec for dbias), never to d.
             wc = tf.slice(w_in, [start], [size])
             wh = tf.cast(wc, h.dtype)[:, None]
-            return tf.reduce_sum(losses * wc), count, d, hc * wh, dh * wh, wc
+            return tf.reduce_sum(losses * wc), count, d, hc * wh, dh * wh, wc, ids
 
         def bias_grad(d, wc):
             d32 = tf.cast(d, tf.float32)
@@ -239,7 +303,7 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
             return tf.linalg.matvec(d32, wc, transpose_a=True)
 
         def kernel_grad(d, hc):
-            """The chunk's dkernel, in the kernel's layout, as float32."""
+            """The chunk's dkernel as float32, in the kernel's layout."""
             if transpose_kernel:
                 g = tf.matmul(d, hc, transpose_a=True)
             else:
@@ -247,43 +311,51 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
             return tf.cast(g, tf.float32)
 
         def accumulate(acc, d, hc):
-            """acc + the chunk's dkernel, computed and added one vocabulary block at a
-            time (a slice of d's columns: each block reads only its part of d). The
-            block is rows of a view of acc: [V, H] as [blocks, Vb * H] (row p); [H, V] as
-            [H * blocks, Vb] (rows p, p + blocks, ...: the block's column slice)."""
+            """acc + the chunk's dkernel, computed and added one block at a time, each
+            block one contiguous row of acc seen as [blocks, -1]: for a [V, H] kernel a
+            block of the vocabulary (a slice of d's columns times hc), for an [H, V] one
+            a block of the features (a slice of hc's columns times d; d stays in cache
+            across them). Blocks of the vocabulary of an [H, V] kernel would be H
+            strided rows of it, each added on its own: twice the time, measured."""
             if blocks == 1:
                 return acc + kernel_grad(d, hc)
-            width = tf.shape(d)[1] // blocks
+            view = tf.reshape(acc, [blocks, -1])
             if transpose_kernel:
-                view = tf.reshape(acc, [blocks, -1])
+                width = tf.shape(d)[1] // blocks
             else:
-                view = tf.reshape(acc, [-1, width])
-                strided = tf.range(tf.shape(acc)[0]) * blocks
+                width = tf.shape(hc)[1] // blocks
             for p in range(blocks):
                 # Each block after the previous one's add: one block alive at once.
                 with tf.control_dependencies([view]):
-                    piece = kernel_grad(d[:, p * width:(p + 1) * width], hc)
-                if transpose_kernel:
-                    view = _add_rows(view, [p], tf.reshape(piece, [1, -1]), in_xla)
-                else:
-                    view = _add_rows(view, strided + p, piece, in_xla)
+                    if transpose_kernel:
+                        piece = kernel_grad(d[:, p * width:(p + 1) * width], hc)
+                    else:
+                        piece = kernel_grad(d, hc[:, p * width:(p + 1) * width])
+                view = _add_rows(view, [p], tf.reshape(piece, [1, -1]), in_xla)
             return tf.reshape(view, tf.shape(acc))
 
         # The first chunk's dkernel starts the accumulator (no zeros of its size).
-        total, count, d, hc, dh, wc = chunk(0)
+        total, count, d, hc, dh, wc, ids = chunk(0)
         acc_k = kernel_grad(d, hc)
         acc_b = bias_grad(d, wc) if has_bias else tf.zeros([0], tf.float32)
         dh_chunks = tf.TensorArray(h.dtype, size=chunks, infer_shape=False,
                                    element_shape=tf.TensorShape([None, h.shape[-1]]))
         dh_chunks = dh_chunks.write(0, dh)
+        # Each chunk's argmax (a placeholder array of one element when not asked).
+        id_chunks = tf.TensorArray(tf.int64, size=chunks if with_argmax else 1,
+                                   infer_shape=False, element_shape=tf.TensorShape([None]))
+        if with_argmax:
+            id_chunks = id_chunks.write(0, ids)
 
-        def body(i, total, count, acc_k, acc_b, dh_chunks):
-            c_total, c_count, d, hc, dh, wc = chunk(i)
+        def body(i, total, count, acc_k, acc_b, dh_chunks, id_chunks):
+            c_total, c_count, d, hc, dh, wc, ids = chunk(i)
             acc_k = accumulate(acc_k, d, hc)
             if has_bias:
                 acc_b += bias_grad(d, wc)
+            if with_argmax:
+                id_chunks = id_chunks.write(i, ids)
             return (i + 1, total + c_total, count + c_count, acc_k, acc_b,
-                    dh_chunks.write(i, dh))
+                    dh_chunks.write(i, dh), id_chunks)
 
         # The loop's counter waits for the first chunk: TensorFlow runs a loop's
         # iterations one at a time (parallel_iterations=1), but would start the first
@@ -291,11 +363,12 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
         # of logits alive at once).
         with tf.control_dependencies([acc_k, acc_b, dh_chunks.flow, total]):
             start = tf.identity(tf.constant(1))
-        _, total, count, acc_k, acc_b, dh_chunks = tf.while_loop(
+        _, total, count, acc_k, acc_b, dh_chunks, id_chunks = tf.while_loop(
             lambda i, *_: i < chunks, body,
-            (start, total, count, acc_k, acc_b, dh_chunks),
+            (start, total, count, acc_k, acc_b, dh_chunks, id_chunks),
             parallel_iterations=1)
         dh = dh_chunks.concat()
+        argmax = id_chunks.concat()[:rows] if with_argmax else tf.zeros([0], tf.int64)
         if in_xla:
             dh = dh[:rows]
         if reduction == "mean":
@@ -305,13 +378,14 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
             norm = tf.constant(1.0)
             loss = total
 
-        def grad(upstream):
+        def grad(upstream, _=None):  # nothing flows back through the argmax
             s = tf.cast(upstream, tf.float32) * norm
             grads = [tf.cast(s, h.dtype) * dh, tf.cast(s * acc_k, k.dtype)]
             if has_bias:
                 grads.append(tf.cast(s * acc_b, b.dtype))
             return grads
 
-        return loss, grad
+        return (loss, argmax), grad
 
-    return run(*inputs)
+    loss, argmax = run(*inputs)
+    return loss, (argmax if with_argmax else None)
