@@ -184,7 +184,7 @@ def test_linear_cross_entropy_blocks_weights_xla_and_empty():
     from tf_ops.python.softmax.linear_cross_entropy import kernel_blocks
 
     n, hdim, v = 21, 256, 96
-    assert kernel_blocks(v, hdim, True) == 4 and kernel_blocks(v, hdim, False) == 2
+    assert kernel_blocks(v, hdim, True, 8) == 4 and kernel_blocks(v, hdim, False, 8) == 4
     h = tf.constant(RNG.normal(0, 1, (n, hdim)), tf.float32)
     k = tf.constant(RNG.normal(0, 0.2, (hdim, v)), tf.float32)
     labels = tf.constant(np.where(RNG.random(n) < 0.2, 7, RNG.integers(0, v, n)))

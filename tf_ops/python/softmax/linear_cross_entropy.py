@@ -15,8 +15,9 @@ logits and one block of the kernel's gradient. The chunk's part of dkernel is no
 materialised whole: it is computed one block at a time (`kernel_blocks`: of the
 vocabulary for a ``[V, H]`` kernel, a slice of the dlogits' columns times the chunk's
 hidden rows; of the features for an ``[H, V]`` one, a slice of the hidden rows' columns
-times the dlogits; TensorFlow's matmul again; blocks of about 4M gradients), each block one contiguous row of the float32 accumulator seen as
-``[blocks, -1]``, added in place (``InplaceAdd``; a scatter-add under XLA), the blocks in
+times the dlogits; TensorFlow's matmul again; blocks of a quarter of the chunk's
+logits, 1M gradients or more), each block one contiguous row of the float32
+accumulator seen as ``[blocks, -1]``, added in place (``InplaceAdd``; a scatter-add under XLA), the blocks in
 a fixed order: deterministic. The first chunk's dkernel is the accumulator's first
 value, so no zeros are allocated (a ``tf.zeros`` of the kernel's shape would become a
 constant of that size in the graph).
@@ -42,15 +43,17 @@ _FAST_CHUNK_ELEMENTS = 1 << 24
 # From this many rows a chunk's matmuls run as large ones (no transposed forms).
 _LARGE_CHUNK_ROWS = 256
 # A chunk's kernel gradient is computed and added in blocks: at least _BLOCKS of them,
-# each at most about _BLOCK_ELEMENTS gradients (16 MiB of float32), unless the vocabulary
-# is shorter than _MIN_BLOCKED_VOCAB (then whole). Blocks of the features keep at least
-# _MIN_BLOCK_FEATURES of them. Measured (512 rows x 512 x 32000, two threads): the
-# chunk's dkernel added in 4 blocks of 128 features takes 1.17x the time of one matmul
-# plus one add (which needs a second kernel-sized buffer), in 16 blocks of 32 1.77x.
+# each of about a quarter of the chunk's logits and at least _BLOCK_ELEMENTS gradients
+# (4 MiB of float32), unless the vocabulary is shorter than _MIN_BLOCKED_VOCAB (then
+# whole); blocks of the features keep at least _MIN_BLOCK_FEATURES of them. Measured
+# (512 rows x 512 x 32000, two threads): the chunk's dkernel added in 4 blocks of 128
+# features takes 1.17x the time of one matmul plus one add (which needs a second
+# kernel-sized buffer), in 16 blocks of 32 1.77x; with the default chunks, smaller
+# blocks keep the peak memory at a quarter of the unfused head's.
 _BLOCKS = 4
-_BLOCK_ELEMENTS = 1 << 22
+_BLOCK_ELEMENTS = 1 << 20
 _MIN_BLOCKED_VOCAB = 64
-_MIN_BLOCK_FEATURES = 128
+_MIN_BLOCK_FEATURES = 32
 
 
 def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
@@ -81,22 +84,23 @@ def fast_chunk_size(vocab: int, hidden: int) -> int:
 
 
 def kernel_blocks(vocab: Optional[int], hidden: Optional[int],
-                  transpose_kernel: bool = True) -> int:
+                  transpose_kernel: bool = True, chunk_size: int = 0) -> int:
     """How many equal blocks a chunk's kernel gradient is computed and added in, each one
     contiguous part of the gradient: blocks of the vocabulary for a ``[V, H]`` kernel
-    (``transpose_kernel``), of the features for an ``[H, V]`` one. Aimed at
-    max(4, V * H / 4M) blocks (about 4M gradients each): for the vocabulary the first
-    divisor of V from there up to twice that; for the features the largest divisor of H
-    up to there that leaves at least 128 features a block (thinner blocks make slow
+    (``transpose_kernel``), of the features for an ``[H, V]`` one. Aimed at blocks of
+    max(1M, chunk_size * V / 4) gradients, at least 4 of them: for the vocabulary the
+    first divisor of V from there up to twice that; for the features the largest divisor
+    of H up to there that leaves at least 32 features a block (thinner blocks make slow
     matmuls). 1 (whole) when the size is unknown, short or has no such divisor.
 
     Example:
-      >>> kernel_blocks(128000, 512), kernel_blocks(32000, 512, transpose_kernel=False)
-      (16, 4)
+      >>> kernel_blocks(128000, 512, chunk_size=102), kernel_blocks(32000, 512, False, 524)
+      (64, 4)
     """
     if vocab is None or hidden is None or vocab < _MIN_BLOCKED_VOCAB:
         return 1
-    target = max(_BLOCKS, -(-vocab * hidden // _BLOCK_ELEMENTS))
+    elements = max(_BLOCK_ELEMENTS, chunk_size * vocab // 4)
+    target = max(_BLOCKS, -(-vocab * hidden // elements))
     if transpose_kernel:
         for count in range(target, min(2 * target, vocab) + 1):
             if vocab % count == 0:
@@ -204,7 +208,7 @@ def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorL
             raise ValueError(f"linear_cross_entropy: chunk_size must be >= 1, got {chunk_size}")
         inputs = [h2, k] + ([b] if b is not None else [])
         loss, argmax = _chunked(inputs, t1, w1, transpose_kernel, attrs, reduction,
-                                chunk_size, kernel_blocks(vocab, features, transpose_kernel),
+                                chunk_size, kernel_blocks(vocab, features, transpose_kernel, chunk_size),
                                 return_argmax)
         if return_argmax:
             return loss, tf.reshape(argmax, tf.shape(t))
