@@ -98,6 +98,13 @@ def test_activations_by_name_function_and_layer():
     ops = fused_op_types(model, data, only=("activation",))
     for op in ("Gelu", "Swish", "LeakyRelu", "Elu", "Mish", "HardSwish", "Celu"):
         assert f"TfOps>{op}" in ops and f"TfOps>{op}Grad" in ops, (op, ops)
+    # The plain ReLU stays TensorFlow's (its gradient reads the output: less memory).
+    relu_only = keras.Sequential([keras.Input((7,)), keras.layers.ReLU(),
+                                  keras.layers.Activation("relu")])
+    assert not fused_op_types(relu_only, data, only=("activation",))
+    with tf_ops.patch_keras(only=("activation",)):
+        left = [r.detail for r in tf_ops.patch_summary(relu_only).left]
+    assert len(left) == 2 and all(d.startswith("TensorFlow's Relu") for d in left), left
 
 
 @pytest.mark.parametrize("activation", ["gelu", "relu", keras.activations.swish, "tanh", None])

@@ -135,6 +135,9 @@ def _describe(layer, entries) -> tuple[str, str] | None:
                 return "left", "its class overrides call"
             return "left", "its family is not selected"
     spec = activations.of_layer(layer)
+    if spec is not None and activations.display_name(spec) == "relu":
+        return "left", ("TensorFlow's Relu: one kernel each way already, its gradient reads "
+                        "the output (less memory than a tf_ops op)")
     if spec is not None:
         if state.active("activation"):
             return "fused", f"tf_ops {activations.display_name(spec)}"
