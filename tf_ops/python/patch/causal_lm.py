@@ -219,8 +219,9 @@ def make_train_step(original: Callable) -> Callable:
         argmax = metrics = None
         with tf.GradientTape() as tape:
             hidden = backbone(x, training=True)
+            stand_in = _logits_stand_in(head, hidden)
             if metrics_need_logits(self):
-                metrics = _argmax_metrics(self, y, _logits_stand_in(head, hidden))
+                metrics = _argmax_metrics(self, y, stand_in)
             fused = _fused_loss(head, hidden, y, sample_weight, ignore_class,
                                 with_argmax=metrics is not None)
             loss, argmax = fused if fused is not None else (None, None)
@@ -249,7 +250,7 @@ def make_train_step(original: Callable) -> Callable:
             warnings.warn("The model does not have any trainable weights.")
         if argmax is not None:
             return _update_from_argmax(self, metrics, y, argmax, sample_weight,
-                                       _logits_stand_in(head, hidden).dtype)
+                                       stand_in.dtype)
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     return train_step

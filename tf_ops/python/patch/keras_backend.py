@@ -71,11 +71,17 @@ def _gelu_form(approximate=True):
     return {"approximate": approximate} if isinstance(approximate, bool) else None
 
 
-# Keras's name -> (tf_ops function, attribute mapping). Not "relu": TensorFlow's Relu is
-# one kernel each way already, and its gradient reads its output, which the next layer
-# keeps anyway; tf_ops's reads its input, one more tensor alive per ReLU until the
-# backward (ResNet50's train step: 114% of stock's memory with it patched). A ReLU still
-# fuses into the BatchNormalization or Dense before it (`of_layer`, `of_function`).
+# Activations left to TensorFlow when on their own, and why (what the summary says).
+# "relu": TensorFlow's Relu is one kernel each way already, and its gradient reads its
+# output, which the next layer keeps anyway; tf_ops's reads its input, one more tensor
+# alive per ReLU until the backward (ResNet50's train step: 114% of stock's memory with
+# it patched). A ReLU still fuses into the BatchNormalization or Dense before it.
+LEFT_TO_TENSORFLOW: dict[str, str] = {
+    "relu": "TensorFlow's Relu: one kernel each way already, its gradient reads the output "
+            "(less memory than a tf_ops op)",
+}
+
+# Keras's name -> (tf_ops function, attribute mapping); none of LEFT_TO_TENSORFLOW.
 ACTIVATIONS: dict[str, tuple[str, Callable[..., dict | None]]] = {
     "leaky_relu": ("leaky_relu", _slope),
     "elu": ("elu", _elu_alpha),

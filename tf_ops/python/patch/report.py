@@ -9,8 +9,8 @@ import dataclasses
 
 import keras
 
-from tf_ops.python.patch import (activations, causal_lm, functional, keras_hub, keras_layers,
-                                 state)
+from tf_ops.python.patch import (activations, causal_lm, functional, keras_backend, keras_hub,
+                                 keras_layers, state)
 from tf_ops.python.patch.entry import Entry
 
 
@@ -135,9 +135,9 @@ def _describe(layer, entries) -> tuple[str, str] | None:
                 return "left", "its class overrides call"
             return "left", "its family is not selected"
     spec = activations.of_layer(layer)
-    if spec is not None and activations.display_name(spec) == "relu":
-        return "left", ("TensorFlow's Relu: one kernel each way already, its gradient reads "
-                        "the output (less memory than a tf_ops op)")
+    left_why = keras_backend.LEFT_TO_TENSORFLOW.get(activations.display_name(spec))
+    if spec is not None and left_why is not None:
+        return "left", left_why
     if spec is not None:
         if state.active("activation"):
             return "fused", f"tf_ops {activations.display_name(spec)}"

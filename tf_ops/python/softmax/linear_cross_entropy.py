@@ -17,10 +17,10 @@ vocabulary for a ``[V, H]`` kernel, a slice of the dlogits' columns times the ch
 hidden rows; of the features for an ``[H, V]`` one, a slice of the hidden rows' columns
 times the dlogits; TensorFlow's matmul again; blocks of a quarter of the chunk's
 logits, 1M gradients or more), each block one contiguous row of the float32
-accumulator seen as ``[blocks, -1]``, added in place (``InplaceAdd``; a scatter-add under XLA), the blocks in
-a fixed order: deterministic. The first chunk's dkernel is the accumulator's first
-value, so no zeros are allocated (a ``tf.zeros`` of the kernel's shape would become a
-constant of that size in the graph).
+accumulator seen as ``[blocks, -1]``, added in place (``InplaceAdd``; a scatter-add
+under XLA), the blocks in a fixed order: deterministic. The first chunk's dkernel is
+the accumulator's first value, so no zeros are allocated (a ``tf.zeros`` of the
+kernel's shape would become a constant of that size in the graph).
 Rows per chunk default to about a fifth of the hidden size (the chunk's logits then take
 about a fifth of the kernel gradient's memory), and at least enough for 1M logits.
 """
