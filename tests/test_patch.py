@@ -8,13 +8,15 @@ keras-hub models are in test_patch_models.py."""
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tf_ops
-from tf_ops.python.patch import FAMILIES, keras_layers, state
+from tf_ops.python.patch import FAMILIES, keras_layers, state, xla_cpu
 from tf_ops.python.patch.table import ENTRIES
 from patch_checks import assert_close, fused_op_types, restore, snapshot, stock_and_patched
 
@@ -446,7 +448,7 @@ def test_keras_hub_causal_lm_fit_without_logits(tie):
 def test_keras_hub_causal_lm_fit_mixed_precision_and_jit():
     """Under mixed_bfloat16 the patched step's loss and weights are within bfloat16's
     rounding of stock's (the logits are not rounded to 16 bits there); jit_compile=True
-    (linear_cross_entropy's XLA path) matches stock to float32 rounding."""
+    (on the CPU Keras's own step: the family is left to XLA there) matches stock."""
     pytest.importorskip("keras_hub")
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
@@ -530,6 +532,10 @@ def _jit_train_step(model, x) -> tuple[dict[str, np.ndarray], set[str]]:
 
 
 def test_jit_compile_and_mixed_precision(monkeypatch):
+    """Under jit_compile: on the CPU, Keras's own batch norm and activation (the
+    families are left to XLA there, `xla_cpu.LEFT`); compiled for a GPU, the ops'
+    lowerings with the activation fused into the batch norm, forward and backward (the
+    choice is made while tracing, so a traced program shows it without a GPU)."""
     model = _conv_bn(keras.layers.Activation("gelu", name="gelu"))
     data = _images()
     start = snapshot(model)
@@ -539,9 +545,13 @@ def test_jit_compile_and_mixed_precision(monkeypatch):
         got, ops = _jit_train_step(model, data)
     restore(model, start)
     assert_close(expected, got)
+    assert not any(op.startswith("TfOps>") for op in ops), ops
     if keras_layers._BATCH_NORM_LOWERED:
-        # Under XLA batch norm runs the ops' lowerings, with the activation after it in
-        # the same op, forward and backward.
+        monkeypatch.setattr(xla_cpu, "_has_gpu", lambda: True)
+        with tf_ops.patch_keras():
+            got, ops = _jit_train_step(model, data)
+        restore(model, start)
+        assert_close(expected, got)
         assert {"TfOps>BatchNormTraining", "TfOps>BatchNormTrainingGrad"} <= ops
         assert not ops & {"TfOps>Gelu", "TfOps>GeluGrad", "Erf"}
         # In a library without those lowerings (-DTF_OPS_XLA=OFF, Bazel): Keras's own
@@ -552,10 +562,7 @@ def test_jit_compile_and_mixed_precision(monkeypatch):
         restore(model, start)
         assert_close(expected, got)
         assert "TfOps>Gelu" in ops and "TfOps>BatchNormTraining" not in ops
-    else:
-        # This library has no lowerings (a TensorFlow without XLA's headers): Keras's
-        # own batch norm and the activation's composite, no tf_ops op in the program.
-        assert not any(op.startswith("TfOps>") for op in ops), ops
+        monkeypatch.undo()
     keras.config.set_dtype_policy("mixed_float16")
     try:
         half = _conv_bn(keras.layers.Activation("swish"))
@@ -564,6 +571,102 @@ def test_jit_compile_and_mixed_precision(monkeypatch):
     stock, patched = stock_and_patched(half, data)
     assert patched["output"].dtype == np.float16
     assert_close(stock, patched, rtol=2e-3, atol=2e-3)
+
+
+def test_under_jit_on_the_cpu_the_left_families_run_keras_code():
+    """Under jit_compile on the CPU the families of `xla_cpu.LEFT` step aside for Keras's
+    own code (XLA fuses it at least as fast, measured): no tf_ops op in the compiled
+    program and the same values, a Dense + activation pair included (not fused there, the
+    activation not lost); the same model in graph mode runs tf_ops's ops."""
+    inputs = keras.Input((6, 8))
+    x = keras.layers.Dense(16, name="dense")(inputs)
+    x = keras.layers.Activation("gelu", name="gelu")(x)
+    x = keras.layers.LayerNormalization(name="ln")(x)
+    x = keras.layers.Dense(3, activation="silu", name="head")(x)
+    model = keras.Model(inputs, keras.layers.Softmax(name="softmax")(x))
+    data = tf.constant(np.random.default_rng(0).normal(size=(4, 6, 8)), tf.float32)
+    w = tf.constant(np.random.default_rng(1).normal(size=(4, 6, 3)), tf.float32)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            value = tf.reduce_sum(out * w)
+        return [out] + tape.gradient(value, model.trainable_weights)
+
+    def run(jit: bool) -> tuple[list, set[str]]:
+        fn = tf.function(step, jit_compile=jit)
+        ops = {op.type for op in fn.get_concrete_function(data).graph.get_operations()}
+        return [t.numpy() for t in fn(data)], ops
+
+    expected, _ = run(True)
+    with tf_ops.patch_keras() as patch:
+        got, ops = run(True)
+        in_graph, graph_ops = run(False)
+        text = str(patch.report())
+    assert not any(op.startswith("TfOps>") for op in ops), ops
+    assert {"TfOps>BiasGelu", "TfOps>LayerNorm", "TfOps>BiasSwish", "TfOps>Softmax"} <= graph_ops
+    for e, g, c in zip(expected, got, in_graph):
+        np.testing.assert_allclose(g, e, rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(c, e, rtol=2e-5, atol=2e-6)
+    assert "under jit_compile on the CPU: Keras's own code for" in text
+    seen = []
+
+    @tf.function(jit_compile=True)
+    def probe():
+        seen.append(xla_cpu.compiling_for_cpu())
+        return tf.constant(0)
+
+    probe()
+    assert seen == [True] and not xla_cpu.compiling_for_cpu()
+
+
+def _adam_fit(optimizer, patched: bool, jit: bool) -> tuple[list, list]:
+    """30 steps of `optimizer` on a small Dense model: the losses and the weights."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="tanh"),
+                              keras.layers.Dense(3)])
+    x = np.random.default_rng(0).normal(size=(64, 8)).astype("float32")
+    y = np.random.default_rng(1).normal(size=(64, 3)).astype("float32")
+    with tf_ops.patch_keras(only=("optimizer",)) if patched else contextlib.nullcontext():
+        model.compile(optimizer, "mse", jit_compile=jit)
+        losses = model.fit(x, y, epochs=30, batch_size=16, verbose=0).history["loss"]
+    return losses, [w.numpy() for w in model.weights]
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("make", [lambda: keras.optimizers.Adam(1e-2),
+                                  lambda: keras.optimizers.AdamW(1e-2, weight_decay=0.05),
+                                  lambda: keras.optimizers.Adam(1e-2, amsgrad=True)],
+                         ids=["adam", "adamw", "amsgrad"])
+def test_optimizer_family_updates_as_keras_adam(make, jit):
+    """The optimizer family: Adam's and AdamW's update of each variable in one
+    ResourceApplyAdam (none of Keras's assigns), weights and losses as Keras's to float32
+    rounding after 120 steps, in graph mode and under jit_compile; amsgrad=True runs
+    Keras's own update."""
+    stock_losses, stock_weights = _adam_fit(make(), False, jit)
+    losses, weights = _adam_fit(make(), True, jit)
+    np.testing.assert_allclose(losses, stock_losses, rtol=1e-5)
+    for got, want in zip(weights, stock_weights):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    optimizer = make()
+    variables = [keras.Variable(np.ones([4, 3], "float32")),
+                 keras.Variable(np.ones([3], "float32"))]
+    optimizer.build(variables)
+    grads = [tf.fill([4, 3], 0.5), tf.fill([3], -0.5)]
+    with tf_ops.patch_keras(only=("optimizer",)):
+        fn = tf.function(lambda: optimizer.apply(grads, variables), jit_compile=jit)
+        ops = [op.type for op in fn.get_concrete_function().graph.get_operations()]
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer, "mse")
+    with tf_ops.patch_keras(only=("optimizer",)):
+        row = next(r for r in tf_ops.patch_summary(model).fused + tf_ops.patch_summary(
+            model).left if r.layers.endswith("(optimizer)"))
+    assert ("amsgrad" in row.detail) == optimizer.amsgrad, row
+    if optimizer.amsgrad:
+        assert "ResourceApplyAdam" not in ops
+    else:
+        assert ops.count("ResourceApplyAdam") == 2
+        assert "AssignAddVariableOp" not in ops, ops  # Keras's assigns of m and v
 
 
 def test_summary_of_an_unpatched_model_says_what_the_patch_would_do():

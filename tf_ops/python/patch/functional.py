@@ -20,7 +20,8 @@ second layer's call by the identity. A pair is fused only where that is exact:
   same layers, ``Model(inputs, bn.output)``, has no pair there and gets the batch
   norm's own output).
 Everything else about calling the layers is Keras's: ``training`` injection, masks,
-autocasting, the moving-average updates.
+autocasting, the moving-average updates. Under ``jit_compile`` on the CPU, pairs of the
+families left to XLA there (`xla_cpu.LEFT`) are not fused.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import keras
 from keras.src import tree
 
 from tf_ops.python.batch_norm.activation_spec import ActivationSpec
-from tf_ops.python.patch import activations, state
+from tf_ops.python.patch import activations, state, xla_cpu
 
 RUN_THROUGH_GRAPH = "keras.src.models.functional:Functional._run_through_graph"
 BATCH_NORM_CALL = "keras.src.layers.normalization.batch_normalization:BatchNormalization.call"
@@ -79,8 +80,9 @@ def _first_family(layer: keras.layers.Layer) -> str | None:
     return None
 
 
-def find_pairs(function: Any) -> list[Pair]:
-    """The pairs of `function` (a functional model's graph) that run fused now."""
+def find_pairs(function: Any, xla_on_cpu: bool = False) -> list[Pair]:
+    """The pairs of `function` (a functional model's graph) that run fused now; where
+    `xla_on_cpu`, not those of the families left to XLA there (`xla_cpu.LEFT`)."""
     nodes = [node for depth in function._nodes_by_depth.values() for node in depth]
     calls = collections.Counter(id(node.operation) for node in nodes if node.operation)
     consumers: dict[int, int] = collections.Counter()
@@ -103,7 +105,8 @@ def find_pairs(function: Any) -> list[Pair]:
                 or node.arguments.kwargs):
             continue
         family = _first_family(first)
-        if family is None or first.compute_dtype != second.compute_dtype:
+        if (family is None or first.compute_dtype != second.compute_dtype
+                or (xla_on_cpu and family in xla_cpu.LEFT)):
             continue
         pairs.append(Pair(first, second, spec, family))
     return pairs
@@ -112,22 +115,26 @@ def find_pairs(function: Any) -> list[Pair]:
 @dataclasses.dataclass(frozen=True)
 class Plan:
     generation: int
+    xla_on_cpu: bool
     first: dict  # id(layer) -> Pair
     second: frozenset  # id(layer)
 
 
-_plans: "weakref.WeakKeyDictionary[Any, Plan]" = weakref.WeakKeyDictionary()
+_plans: "weakref.WeakKeyDictionary[Any, dict[bool, Plan]]" = weakref.WeakKeyDictionary()
 
 
 def plan(function: Any) -> Plan:
-    """The model's plan, made again whenever what is patched has changed."""
-    cached = _plans.get(function)
+    """The model's plan, made again whenever what is patched has changed; one for
+    XLA on the CPU, one for everything else."""
+    xla_on_cpu = xla_cpu.compiling_for_cpu()
+    plans = _plans.setdefault(function, {})
+    cached = plans.get(xla_on_cpu)
     if cached is not None and cached.generation == state.generation:
         return cached
-    pairs = find_pairs(function)
-    made = Plan(state.generation, {id(p.first): p for p in pairs},
+    pairs = find_pairs(function, xla_on_cpu)
+    made = Plan(state.generation, xla_on_cpu, {id(p.first): p for p in pairs},
                 frozenset(id(p.second) for p in pairs))
-    _plans[function] = made
+    plans[xla_on_cpu] = made
     return made
 
 

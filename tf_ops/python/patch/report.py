@@ -10,7 +10,7 @@ import dataclasses
 import keras
 
 from tf_ops.python.patch import (activations, causal_lm, functional, keras_backend, keras_hub,
-                                 keras_layers, state)
+                                 keras_layers, optimizers, state, xla_cpu)
 from tf_ops.python.patch.entry import Entry
 
 
@@ -45,6 +45,10 @@ class PatchReport:
         for r in sorted(self.rows, key=lambda r: not r.patched):
             lines.append(f"  {'patched' if r.patched else 'left':<8} {r.entry.name:<{width}}  "
                          f"{'/'.join(r.entry.families):<17} {r.why}")
+        left_to_xla = [f for f in self.families if f in xla_cpu.LEFT]
+        if left_to_xla:
+            lines.append(f"  under jit_compile on the CPU: Keras's own code for "
+                         f"{', '.join(left_to_xla)} (XLA fuses it at least as fast)")
         return "\n".join(lines)
 
 
@@ -173,6 +177,14 @@ def summarize(model: keras.Model, entries: tuple[Entry, ...], note: str = "") ->
         why = causal_lm.reason_left(model)
         row = Row(f"{model.name} (fit)", type(model).__name__, why or next(
             e.does for e in _entries_by_target(entries, causal_lm.TRAIN_STEP)))
+        (left if why else fused).append(row)
+    optimizer = getattr(model, "optimizer", None)
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
+    if getattr(getattr(type(optimizer), "update_step", None), "__tf_ops_patch__",
+               None) == optimizers.ADAM_UPDATE_STEP:
+        why = optimizers.adam_reason_left(optimizer)
+        row = Row(f"{model.name} (optimizer)", type(optimizer).__name__, why or next(
+            e.does for e in _entries_by_target(entries, optimizers.ADAM_UPDATE_STEP)))
         (left if why else fused).append(row)
     for layer in layers:
         if id(layer) in seconds:

@@ -6,8 +6,10 @@ undoing it subtracts. An entry is installed while any of its families counts abo
 zero, so patches nest and may be undone in any order. Installing replaces one
 attribute (a method, a module's function) and remembers what was there; undoing puts
 it back (or deletes it, where the class only inherited it), unless something else has
-replaced it since, which is then left alone. `generation` changes with every change of
-what is installed: caches that depend on it (the functional fusion plans) compare it.
+replaced it since, which is then left alone. Under ``jit_compile`` on the CPU an entry
+of the families `xla_cpu.LEFT` names calls what it replaced. `generation` changes with
+every change of what is installed: caches that depend on it (the functional fusion
+plans) compare it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import inspect
 import threading
 from typing import Any, Callable
 
+from tf_ops.python.patch import xla_cpu
 from tf_ops.python.patch.entry import Entry
 
 _lock = threading.RLock()
@@ -66,7 +69,8 @@ def _install(entry: Entry) -> None:
     original: Callable = getattr(owner, attribute)
     if isinstance(raw, staticmethod):
         original = raw.__func__
-    replacement = entry.replacement(original)
+    replacement = xla_cpu.stepping_aside(entry.replacement(original), original,
+                                         entry.families)
     replacement.__tf_ops_patch__ = entry.target
     setattr(owner, attribute, staticmethod(replacement) if isinstance(raw, staticmethod)
             else replacement)
