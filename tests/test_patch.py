@@ -638,29 +638,37 @@ def _adam_fit(optimizer, patched: bool, jit: bool) -> tuple[list, list]:
                                   lambda: keras.optimizers.AdamW(1e-2, weight_decay=0.05),
                                   lambda: keras.optimizers.Adam(1e-2, amsgrad=True)],
                          ids=["adam", "adamw", "amsgrad"])
-def test_optimizer_family_updates_as_keras_adam(make, jit):
+def test_optimizer_family_updates_as_keras_adam(make, jit, monkeypatch):
     """The optimizer family: Adam's and AdamW's update of each variable in one
     ResourceApplyAdam (none of Keras's assigns), weights and losses as Keras's to float32
-    rounding after 120 steps, in graph mode and under jit_compile; amsgrad=True runs
-    Keras's own update."""
+    rounding after 120 steps, in graph mode and under jit_compile as compiled for a GPU
+    (the kernel's XLA lowering); amsgrad=True, and jit_compile on the CPU, run Keras's
+    own update."""
+
+    def update_ops(optimizer) -> list[str]:
+        variables = [keras.Variable(np.ones([4, 3], "float32")),
+                     keras.Variable(np.ones([3], "float32"))]
+        optimizer.build(variables)
+        grads = [tf.fill([4, 3], 0.5), tf.fill([3], -0.5)]
+        with tf_ops.patch_keras(only=("optimizer",)):
+            fn = tf.function(lambda: optimizer.apply(grads, variables), jit_compile=jit)
+            return [op.type for op in fn.get_concrete_function().graph.get_operations()]
+
+    if jit:
+        assert "ResourceApplyAdam" not in update_ops(make())  # on the CPU: xla_cpu.LEFT
+        monkeypatch.setattr(xla_cpu, "_has_gpu", lambda: True)
     stock_losses, stock_weights = _adam_fit(make(), False, jit)
     losses, weights = _adam_fit(make(), True, jit)
     np.testing.assert_allclose(losses, stock_losses, rtol=1e-5)
     for got, want in zip(weights, stock_weights):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     optimizer = make()
-    variables = [keras.Variable(np.ones([4, 3], "float32")),
-                 keras.Variable(np.ones([3], "float32"))]
-    optimizer.build(variables)
-    grads = [tf.fill([4, 3], 0.5), tf.fill([3], -0.5)]
-    with tf_ops.patch_keras(only=("optimizer",)):
-        fn = tf.function(lambda: optimizer.apply(grads, variables), jit_compile=jit)
-        ops = [op.type for op in fn.get_concrete_function().graph.get_operations()]
+    ops = update_ops(optimizer)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile(optimizer, "mse")
     with tf_ops.patch_keras(only=("optimizer",)):
-        row = next(r for r in tf_ops.patch_summary(model).fused + tf_ops.patch_summary(
-            model).left if r.layers.endswith("(optimizer)"))
+        summary = tf_ops.patch_summary(model)
+    row = next(r for r in summary.fused + summary.left if r.layers.endswith("(optimizer)"))
     assert ("amsgrad" in row.detail) == optimizer.amsgrad, row
     if optimizer.amsgrad:
         assert "ResourceApplyAdam" not in ops
