@@ -115,7 +115,6 @@ def find_pairs(function: Any, xla_on_cpu: bool = False) -> list[Pair]:
 @dataclasses.dataclass(frozen=True)
 class Plan:
     generation: int
-    xla_on_cpu: bool
     first: dict  # id(layer) -> Pair
     second: frozenset  # id(layer)
 
@@ -132,7 +131,7 @@ def plan(function: Any) -> Plan:
     if cached is not None and cached.generation == state.generation:
         return cached
     pairs = find_pairs(function, xla_on_cpu)
-    made = Plan(state.generation, xla_on_cpu, {id(p.first): p for p in pairs},
+    made = Plan(state.generation, {id(p.first): p for p in pairs},
                 frozenset(id(p.second) for p in pairs))
     plans[xla_on_cpu] = made
     return made

@@ -13,6 +13,7 @@ from typing import Callable
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
+from tf_ops.python.core import tape_zeros
 from tf_ops.python.softmax import functions as fn
 
 
@@ -64,7 +65,7 @@ def _cross_entropy_grad(op: tf.Operation, d_loss: tf.Tensor, d_backprop: tf.Tens
     dx = None
     if d_loss is not None:
         dx = backprop * d_loss[:, None]
-    if d_backprop is not None:
+    if not tape_zeros.made_up_zeros(d_backprop):
         # backprop = p (1 + 2 z lse) - target on kept rows: its VJP with v is
         # w p (v - v.p) + 2 z (v.p) p, w = 1 + 2 z lse (composed: second order).
         z = op.get_attr("z_loss")
