@@ -177,9 +177,10 @@ def test_status_without_gpu_does_not_warn():
     assert status.message == "tf_ops: GPU kernels not loaded. TensorFlow sees no GPU."
 
 
-def _readme_table(first_header: str) -> dict[str, str]:
-    """The first two columns of the README's table whose header starts with `first_header`."""
-    lines = (Path(ROOT) / "README.md").read_text(encoding="utf-8").splitlines()
+def _readme_table(first_header: str, document: str = "README.md") -> dict[str, str]:
+    """The first two columns of the table in `document` whose header starts with
+    `first_header`."""
+    lines = (Path(ROOT) / document).read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
     rows = {}
     for line in lines[start + 2 :]:
@@ -195,7 +196,7 @@ def test_readme_driver_tables_are_the_loaders():
         f"{major}.x": driver
         for major, driver in sorted(gpu.MINOR_VERSION_COMPATIBILITY_DRIVERS.items(), reverse=True)
     }
-    assert _readme_table("CUDA toolkit that wrote the PTX") == {
+    assert _readme_table("CUDA toolkit that wrote the PTX", "docs/gpu.md") == {
         gpu.version_text(version): driver for version, driver in gpu.TOOLKIT_DRIVERS.items()
     }
     # And the warning docs/gpu.md quotes is the one users get (wrapped there).

@@ -29,7 +29,7 @@ CudaVersion = tuple[int, int]  # (major, minor), e.g. (13, 0)
 # requirement for GPUs that run the compiled code (SASS). PTX the driver must compile at run
 # time (GPUs newer than every real architecture built) needs the driver of the toolkit that
 # wrote it. The loader decides from cuDriverGetVersion (the newest CUDA version a driver
-# supports); these numbers are what messages and the README tell people to install.
+# supports); these numbers are what messages, the README and docs/gpu.md tell people to install.
 MINOR_VERSION_COMPATIBILITY_DRIVERS: dict[int, str] = {
     12: "525.60.13",
     13: "580",
