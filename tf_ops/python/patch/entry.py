@@ -11,7 +11,7 @@ FAMILIES: dict[str, str] = {
     "activation": "activations by name, function or layer (keras.activations, Activation, "
                   "ReLU, LeakyReLU, ELU)",
     "dense": "Dense's bias + activation in one op: its own activation, or an activation "
-             "layer right after it",
+             "layer right after it; EinsumDense's bias of several axes in one BiasAdd",
     "batch_norm": "BatchNormalization, fused with an activation layer right after it",
     "norm": "LayerNormalization, RMSNormalization and keras-hub's RMS norms",
     "softmax": "softmax: the Softmax layer (masks), attention (MultiHeadAttention), the "
@@ -19,8 +19,6 @@ FAMILIES: dict[str, str] = {
     "loss": "sparse categorical cross-entropy",
     "rotary": "keras-hub's rotary position embedding (RotaryEmbedding, LlamaRotaryEmbedding)",
     "lm_head": "keras-hub's causal LMs' head (tied or not) and its loss, in fit",
-    "optimizer": "Adam's (and AdamW's) update of each variable in one fused kernel "
-                 "(TensorFlow's ResourceApplyAdam)",
 }
 
 

@@ -18,7 +18,7 @@ from tf_ops.python.batch_norm import functions as batch_norm_functions
 from tf_ops.python.batch_norm import layers as batch_norm_layers
 from tf_ops.python.batch_norm.activation_spec import resolve
 from tf_ops.python.core.composite import xla_lowered
-from tf_ops.python.fused.dense import bias_activation_call
+from tf_ops.python.fused.dense import bias_activation_call, bias_add
 from tf_ops.python.norm import layers as norm_layers
 from tf_ops.python.patch import activations
 from tf_ops.python.patch.functional import paired_activation
@@ -71,6 +71,35 @@ def make_dense_call(original: Callable) -> Callable:
             out = original(self, inputs, training=training)
             return out if paired is None else paired.apply(out)
         return bias_activation_call(self, inputs, spec.entry.function, dict(spec.attrs))
+    return call
+
+
+EINSUM_DENSE_CALL = "keras.src.layers.core.einsum_dense:EinsumDense.call"
+
+
+def einsum_dense_reason_left(layer: keras.layers.EinsumDense) -> str | None:
+    """Why `layer` runs Keras's own call, or None."""
+    if layer.bias is None:
+        return "no bias"
+    if getattr(layer, "quantization_mode", None) is not None:
+        return f"quantized ({layer.quantization_mode})"
+    shape = tuple(layer.bias.shape)
+    if sum(d != 1 for d in shape) <= 1:
+        return "a bias of one axis (Keras's add runs it as BiasAdd already)"
+    if tuple(layer.partial_output_shape)[-len(shape):] != shape:
+        return "its bias broadcasts over the output's last axes (Keras's add)"
+    return None
+
+
+def make_einsum_dense_call(original: Callable) -> Callable:
+    """EinsumDense (MultiHeadAttention's query, key and value projections): the einsum,
+    then a bias of several axes by one ``BiasAdd`` (`bias_add`), then the activation."""
+    def call(self, inputs, training=None):
+        if einsum_dense_reason_left(self) is not None or not floating(inputs):
+            return original(self, inputs, training=training)
+        x = keras.ops.einsum(self.equation, inputs, self.kernel)
+        x = bias_add(x, keras.ops.cast(self.bias, x.dtype))
+        return x if self.activation is None else self.activation(x)
     return call
 
 

@@ -10,7 +10,7 @@ import dataclasses
 import keras
 
 from tf_ops.python.patch import (activations, causal_lm, functional, keras_backend, keras_hub,
-                                 keras_layers, optimizers, state, xla_cpu)
+                                 keras_layers, state, xla_cpu)
 from tf_ops.python.patch.entry import Entry
 
 
@@ -107,7 +107,8 @@ _REASONS = (
 
 
 # Patched entries whose layers may still run the original, by target: why, or None.
-_TARGET_REASONS = {keras_hub.ROTARY_CALL: keras_hub.rotary_reason_left}
+_TARGET_REASONS = {keras_hub.ROTARY_CALL: keras_hub.rotary_reason_left,
+                   keras_layers.EINSUM_DENSE_CALL: keras_layers.einsum_dense_reason_left}
 
 
 def _describe(layer, entries) -> tuple[str, str] | None:
@@ -177,14 +178,6 @@ def summarize(model: keras.Model, entries: tuple[Entry, ...], note: str = "") ->
         why = causal_lm.reason_left(model)
         row = Row(f"{model.name} (fit)", type(model).__name__, why or next(
             e.does for e in _entries_by_target(entries, causal_lm.TRAIN_STEP)))
-        (left if why else fused).append(row)
-    optimizer = getattr(model, "optimizer", None)
-    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
-    if getattr(getattr(type(optimizer), "update_step", None), "__tf_ops_patch__",
-               None) == optimizers.ADAM_UPDATE_STEP:
-        why = optimizers.adam_reason_left(optimizer)
-        row = Row(f"{model.name} (optimizer)", type(optimizer).__name__, why or next(
-            e.does for e in _entries_by_target(entries, optimizers.ADAM_UPDATE_STEP)))
         (left if why else fused).append(row)
     for layer in layers:
         if id(layer) in seconds:

@@ -10,8 +10,7 @@ with the reason), so landing one is filling in its ``replacement`` (none is pend
 
 from __future__ import annotations
 
-from tf_ops.python.patch import (causal_lm, functional, keras_backend, keras_hub, keras_layers,
-                                 optimizers)
+from tf_ops.python.patch import causal_lm, functional, keras_backend, keras_hub, keras_layers
 from tf_ops.python.patch.entry import FAMILIES, Entry
 
 _NN = keras_backend.NN
@@ -29,6 +28,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(functional.DENSE_CALL, ("dense",), keras_layers.make_dense_call,
           "matmul, then bias + activation in one TfOps>Bias{Act} op (forward and backward)",
           label="keras.layers.Dense"),
+    Entry(keras_layers.EINSUM_DENSE_CALL, ("dense",),
+          keras_layers.make_einsum_dense_call,
+          "the einsum, then the bias in one BiasAdd (its gradient one BiasAddGrad)",
+          label="keras.layers.EinsumDense (MultiHeadAttention's projections)"),
     # --- batch_norm --------------------------------------------------------------------
     Entry(functional.BATCH_NORM_CALL, ("batch_norm",), keras_layers.make_batch_norm_call,
           "TfOps>BatchNormTraining / BatchNormInference, with the activation after it fused",
@@ -72,10 +75,6 @@ ENTRIES: tuple[Entry, ...] = (
           "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy, no "
           "[batch, length, vocab] logits on the tape", requires="keras_hub",
           label="keras_hub CausalLM head + loss (fit)"),
-    # --- optimizer: Keras's Adam (AdamW inherits its update) ----------------------------
-    Entry(optimizers.ADAM_UPDATE_STEP, ("optimizer",), optimizers.make_adam_update_step,
-          "ResourceApplyAdam: m, v and the variable in one pass (Keras's: ~10 kernels)",
-          label="keras.optimizers.Adam (update step)"),
 )
 
 assert len({e.target for e in ENTRIES}) == len(ENTRIES), "one entry per target"

@@ -32,8 +32,6 @@ LEFT: dict[str, str] = {
     "loss": "GPT-2 0.99x",
     "rotary": "LLaMA 0.99x",
     "lm_head": "LLaMA 0.93x (the chunk loop), GPT-2 0.99x",
-    "optimizer": "ConvNeXtTiny 0.99x, EfficientNetB0 1.00x (XLA fuses Keras's Adam update "
-                 "into one loop too)",
 }
 
 
