@@ -8,6 +8,8 @@ keras-hub models are in test_patch_models.py."""
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -652,6 +654,100 @@ def test_einsum_dense_bias_of_several_axes_is_one_bias_add():
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
     assert [r.layers for r in summary.fused] == ["qkv"]
     assert any(r.layers == "one_axis" and "one axis" in r.detail for r in summary.left)
+
+
+def _adam_fit(optimizer, patched: bool, jit: bool) -> tuple[list, list]:
+    """30 steps of `optimizer` on a small Dense model: the losses and the weights."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="tanh"),
+                              keras.layers.Dense(3)])
+    x = np.random.default_rng(0).normal(size=(64, 8)).astype("float32")
+    y = np.random.default_rng(1).normal(size=(64, 3)).astype("float32")
+    with tf_ops.patch_keras(only=("optimizer",)) if patched else contextlib.nullcontext():
+        model.compile(optimizer, "mse", jit_compile=jit)
+        losses = model.fit(x, y, epochs=30, batch_size=16, verbose=0).history["loss"]
+    return losses, [w.numpy() for w in model.weights]
+
+
+def _xla_compiled_calls(graph) -> int:
+    return sum(1 for op in graph.get_operations()
+               if op.type in ("PartitionedCall", "StatefulPartitionedCall")
+               and op.node_def.attr["_XlaMustCompile"].b)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("make", [lambda: keras.optimizers.Adam(1e-2),
+                                  lambda: keras.optimizers.AdamW(1e-2, weight_decay=0.05),
+                                  lambda: keras.optimizers.Adam(1e-2, amsgrad=True)],
+                         ids=["adam", "adamw", "amsgrad"])
+def test_optimizer_family_updates_as_keras_adam(make, jit):
+    """The optimizer family: Adam's and AdamW's update of each variable is Keras's own,
+    compiled by XLA (one compiled call per variable, none of Keras's assigns outside
+    it): the same losses and weights as Keras's after 120 steps, bit for bit but for
+    XLA's own rounding; under jit_compile on the CPU, Keras's update as it is."""
+
+    def update_graph(optimizer):
+        variables = [keras.Variable(np.ones([4, 3], "float32")),
+                     keras.Variable(np.ones([3], "float32")),
+                     keras.Variable(np.ones([4, 3], "float32"))]
+        optimizer.build(variables)
+        grads = [tf.fill([4, 3], 0.5), tf.fill([3], -0.5), tf.fill([4, 3], 2.0)]
+        with tf_ops.patch_keras(only=("optimizer",)):
+            fn = tf.function(lambda: optimizer.apply(grads, variables), jit_compile=jit)
+            return fn.get_concrete_function().graph, optimizer
+
+    stock_losses, stock_weights = _adam_fit(make(), False, jit)
+    losses, weights = _adam_fit(make(), True, jit)
+    np.testing.assert_allclose(losses, stock_losses, rtol=1e-6)
+    for got, want in zip(weights, stock_weights):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    graph, optimizer = update_graph(make())
+    ops = [op.type for op in graph.get_operations()]
+    if jit:  # on the CPU: xla_cpu.LEFT, Keras's update inline
+        assert _xla_compiled_calls(graph) == 0 and "AssignAddVariableOp" in ops
+    else:
+        assert _xla_compiled_calls(graph) == 3, ops
+        assert "AssignAddVariableOp" not in ops, ops  # Keras's assigns: inside the calls
+        # one program per (shape, dtype): the two [4, 3] variables share theirs
+        assert optimizer._tf_ops_compiled_update.experimental_get_tracing_count() == 2
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(make(), "mse")
+    with tf_ops.patch_keras(only=("optimizer",)):
+        summary = tf_ops.patch_summary(model)
+    assert any(r.layers.endswith("(optimizer)") for r in summary.fused), summary
+
+
+def test_optimizer_family_compiles_a_sparse_gradient_as_keras_updates_it():
+    """An embedding's gradient is IndexedSlices, with an index twice when a token is
+    looked up twice: Keras's Adam squares the slices before it sums them, which a dense
+    update would not do. Patched, the compiled update takes the slices as they are:
+    the embedding's weights are Keras's but for XLA's ulps (a dense gradient: 1e-1
+    apart)."""
+
+    def fit(patched: bool) -> tuple[list, keras.optimizers.Optimizer]:
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((6,), dtype="int32"),
+                                  keras.layers.Embedding(10, 4),
+                                  keras.layers.GlobalAveragePooling1D(),
+                                  keras.layers.Dense(2)])
+        x = np.array([[1, 1, 2, 3, 3, 3]] * 8, "int32")  # indices repeated in each row
+        y = np.random.default_rng(0).normal(size=(8, 2)).astype("float32")
+        optimizer = keras.optimizers.Adam(0.05)
+        with tf_ops.patch_keras(only=("optimizer",)) if patched else contextlib.nullcontext():
+            model.compile(optimizer, "mse")
+            model.fit(x, y, epochs=5, batch_size=4, verbose=0)
+        return [w.numpy() for w in model.weights], optimizer
+
+    with tf.GradientTape() as tape:  # the premise: the embedding's gradient is sparse
+        layer = keras.layers.Embedding(10, 4)
+        loss = tf.reduce_sum(layer(np.array([[1, 1]], "int32")))
+    assert isinstance(tape.gradient(loss, layer.embeddings.value), tf.IndexedSlices)
+    weights, optimizer = fit(True)
+    # the embedding's update is compiled, slices in: not left to Keras, not densified
+    assert "IndexedSlices" in (
+        optimizer._tf_ops_compiled_update.pretty_printed_concrete_signatures())
+    for got, want in zip(weights, fit(False)[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_summary_of_an_unpatched_model_says_what_the_patch_would_do():

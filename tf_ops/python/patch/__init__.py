@@ -115,7 +115,8 @@ def patch_keras(*, only: Iterable[str] | None = None, exclude: Iterable[str] = (
       only: the families to patch (default: all): ``"activation"``, ``"dense"``
         (bias + activation), ``"batch_norm"`` (with the activation after it),
         ``"norm"`` (layer and RMS norms), ``"softmax"`` (softmax layer, attention,
-        activation), ``"loss"`` (sparse cross-entropy), ``"rotary"``, ``"lm_head"``.
+        activation), ``"loss"`` (sparse cross-entropy), ``"rotary"``, ``"lm_head"``,
+        ``"optimizer"`` (Adam's update in one fused loop).
       exclude: families not to patch.
       report: print what was patched and what was left, and why.
 

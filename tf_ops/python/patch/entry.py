@@ -19,6 +19,8 @@ FAMILIES: dict[str, str] = {
     "loss": "sparse categorical cross-entropy",
     "rotary": "keras-hub's rotary position embedding (RotaryEmbedding, LlamaRotaryEmbedding)",
     "lm_head": "keras-hub's causal LMs' head (tied or not) and its loss, in fit",
+    "optimizer": "Adam's (and AdamW's) update of each variable in one fused loop "
+                 "(Keras's own update, compiled by XLA)",
 }
 
 

@@ -10,7 +10,7 @@ import dataclasses
 import keras
 
 from tf_ops.python.patch import (activations, causal_lm, functional, keras_backend, keras_hub,
-                                 keras_layers, state, xla_cpu)
+                                 keras_layers, optimizers, state, xla_cpu)
 from tf_ops.python.patch.entry import Entry
 
 
@@ -179,6 +179,12 @@ def summarize(model: keras.Model, entries: tuple[Entry, ...], note: str = "") ->
         row = Row(f"{model.name} (fit)", type(model).__name__, why or next(
             e.does for e in _entries_by_target(entries, causal_lm.TRAIN_STEP)))
         (left if why else fused).append(row)
+    optimizer = getattr(model, "optimizer", None)
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
+    if getattr(getattr(type(optimizer), "update_step", None), "__tf_ops_patch__",
+               None) == optimizers.ADAM_UPDATE_STEP:
+        fused.append(Row(f"{model.name} (optimizer)", type(optimizer).__name__, next(
+            e.does for e in _entries_by_target(entries, optimizers.ADAM_UPDATE_STEP))))
     for layer in layers:
         if id(layer) in seconds:
             continue

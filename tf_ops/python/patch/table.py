@@ -10,7 +10,8 @@ with the reason), so landing one is filling in its ``replacement`` (none is pend
 
 from __future__ import annotations
 
-from tf_ops.python.patch import causal_lm, functional, keras_backend, keras_hub, keras_layers
+from tf_ops.python.patch import (causal_lm, functional, keras_backend, keras_hub, keras_layers,
+                                 optimizers)
 from tf_ops.python.patch.entry import FAMILIES, Entry
 
 _NN = keras_backend.NN
@@ -75,6 +76,11 @@ ENTRIES: tuple[Entry, ...] = (
           "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy, no "
           "[batch, length, vocab] logits on the tape", requires="keras_hub",
           label="keras_hub CausalLM head + loss (fit)"),
+    # --- optimizer: Keras's Adam (AdamW inherits its update) ----------------------------
+    Entry(optimizers.ADAM_UPDATE_STEP, ("optimizer",), optimizers.make_adam_update_step,
+          "Keras's update compiled by XLA, one program per weight shape: one loop "
+          "(Keras's: ~10 kernels)",
+          label="keras.optimizers.Adam (update step)"),
 )
 
 assert len({e.target for e in ENTRIES}) == len(ENTRIES), "one entry per target"
