@@ -89,4 +89,8 @@ def test_op_time_sums_the_trace_per_op_type():
     assert profile.by_category["matmul/conv"] == profile.by_type[matmul]
     assert op_profile.category("TfOps>BatchNormTrainingGrad") == "tf_ops batch norm"
     assert op_profile.category("TfOps>BiasGelu") == "tf_ops activation"
+    # oneDNN's names for the einsums and the convolutions' backward count as matmul/conv
+    for name in ("_MklEinsum", "_MklNativeConv2DBackpropFilterWithBias",
+                 "_MklNativePadWithFusedConv2D", "Conv2DBackpropInput"):
+        assert op_profile.category(name) == "matmul/conv", name
     assert "matmul/conv" in profile.table()
