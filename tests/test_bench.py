@@ -149,3 +149,15 @@ def test_portable_candidate_runs_builtin_ops_only():
         assert not [t for t in types if t.startswith("TfOps>")], (name, sorted(types))
         for a, b in zip(traced(x, x), fn(x, x)):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_norm_bench_reports_the_memory_floor(capsys):
+    """The norm benchmark's rows carry the case's floor (its least traffic at a copy's
+    speed) and both ratios to it."""
+    from tf_ops.bench import norm as norm_bench
+
+    norm_bench.main(["--shapes", "64x32", "--dtypes", "float32", "--kinds", "rms_norm",
+                     "add_layer_norm", "--budget-s", "0"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if "[64, 32]" in line]
+    assert len(rows) == 2 and all("floor" in r and "Keras graph" in r for r in rows), rows
+    assert set(norm_bench.PASSES) == set(norm_bench.KINDS)
