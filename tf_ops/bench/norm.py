@@ -16,11 +16,11 @@ the reference's median time over tf_ops' (> 1: tf_ops is faster).
 The memory floor, timed in the same rounds: a copy of one [rows, cols] tensor (``x *
 2``: one read, one write) scaled to the case's least traffic, ``PASSES`` full-tensor
 reads and writes (a norm: x and the output forward, dy, x and dx backward; with the
-residual, x, r, h and y forward, dy, h and one dx for both inputs backward). A case
-whose reference is near the floor cannot be beaten by much more: where the tensors do
-not fit in the caches (the last two shapes), Keras's time over the floor bounds what
-any kernel can reach against it here. Where they fit, the copy (TensorFlow's Mul, a
-fresh output like every op here) is no floor: a fused kernel beats it.
+residual, x, r, h and y forward, dy, h and one dx for both inputs backward). Where the
+tensors do not fit in the caches (the last shapes), tf_ops' time over the floor is what
+a faster kernel could still gain, and Keras's time over it bounds any kernel's ratio
+against Keras. Where they fit, the copy (TensorFlow's Mul, a fresh output like every
+op here) is no floor: a fused kernel beats it.
 """
 
 from __future__ import annotations
