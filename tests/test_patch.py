@@ -718,6 +718,24 @@ def test_optimizer_family_updates_as_keras_adam(make, jit):
     assert any(r.layers.endswith("(optimizer)") for r in summary.fused), summary
 
 
+def test_optimizer_family_runs_keras_update_where_the_slots_are_not_found(monkeypatch):
+    """A Keras whose Adam keeps its slots under other names (here: `_slots` cannot find
+    them) trains with Keras's own update, not an error: the same weights as stock."""
+    from tf_ops.python.patch import optimizers
+
+    def renamed(optimizer, variable):
+        raise AttributeError("'Adam' object has no attribute '_momentums'")
+
+    monkeypatch.setattr(optimizers, "_slots", renamed)
+    stock_losses, stock_weights = _adam_fit(keras.optimizers.Adam(1e-2), False, False)
+    optimizer = keras.optimizers.Adam(1e-2)
+    losses, weights = _adam_fit(optimizer, True, False)
+    assert "_tf_ops_compiled_update" not in optimizer.__dict__
+    np.testing.assert_array_equal(losses, stock_losses)
+    for got, want in zip(weights, stock_weights):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_optimizer_family_compiles_a_sparse_gradient_as_keras_updates_it():
     """An embedding's gradient is IndexedSlices, with an index twice when a token is
     looked up twice: Keras's Adam squares the slices before it sums them, which a dense

@@ -65,6 +65,11 @@ def _slots(optimizer: Any, variable: Any) -> dict[str, tf.Variable]:
 
 def make_adam_update_step(original: Callable) -> Callable:
     def update_step(self, gradient, variable, learning_rate):
+        try:
+            slots = _slots(self, variable)
+        except AttributeError:
+            # A Keras whose Adam keeps its slots under other names: its own update.
+            return original(self, gradient, variable, learning_rate)
         update = self.__dict__.get(_COMPILED)
         if update is None:
             # One tf.function per optimizer; its traces, and XLA's programs, are per
@@ -79,5 +84,5 @@ def make_adam_update_step(original: Callable) -> Callable:
         # A sparse gradient (an embedding's) goes in as it is: Keras squares its slices
         # before it sums duplicate indices (a row looked up twice), a dense one would
         # square the sum.
-        update(gradient, variable, _slots(self, variable), tf.convert_to_tensor(learning_rate))
+        update(gradient, variable, slots, tf.convert_to_tensor(learning_rate))
     return update_step
