@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import softmax_refs as ref
+from subprocesses import SCRIPTS, run_python
 import tf_ops
 from tf_ops.python.core import tape_zeros
 
@@ -254,3 +255,22 @@ def test_linear_cross_entropy_blocks_weights_xla_and_empty():
         tf_ops.linear_cross_entropy(h, tf.transpose(k), labels)
     with pytest.raises(ValueError, match="chunk_size must be a number, None or 'fast'"):
         tf_ops.linear_cross_entropy(h, k, labels, chunk_size="big")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("vocab", [32000, 128000])
+def test_linear_cross_entropy_peak_memory_is_a_quarter_of_the_unfused_head(vocab):
+    """The point of the chunked head: forward + backward's peak allocator memory (the
+    inputs and the gradients returned included) at most a quarter of the unfused head's
+    (TensorFlow's matmul and fused cross-entropy), at issue 25's 4096 tokens x 512 and
+    both sides of the default chunk's vocabulary switch, each in a fresh process.
+    Memory, not time: the allocator's counts do not drift. (The fraction is that of the
+    default's geometry: about (2 hidden + chunk rows + block rows) / (2 hidden + tokens).)"""
+    from tf_ops.python.softmax.linear_cross_entropy import default_chunk_size
+
+    tokens, hidden = 4096, 512
+    assert default_chunk_size(tokens, vocab, hidden) == (128 if vocab < 100_000 else 160)
+    result = run_python(SCRIPTS / "linear_cross_entropy_peak.py", tokens, hidden, vocab,
+                        timeout=600)
+    ours, theirs = (int(v) for v in result.stdout.split()[-2:])
+    assert ours <= theirs / 4, (ours / 2**20, theirs / 2**20)

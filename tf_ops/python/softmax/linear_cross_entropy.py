@@ -22,9 +22,10 @@ under XLA), the blocks in a fixed order: deterministic. The first chunk's dkerne
 the accumulator's first value, so no zeros are allocated (a ``tf.zeros`` of the
 kernel's shape would become a constant of that size in the graph).
 Rows per chunk default to a quarter of the hidden size (the chunk's logits then take a
-quarter of the kernel gradient's memory), and at least enough for 1M logits: at 4096
-tokens x 512 x 32000, 24.8% of the unfused head's peak memory in 1.06x its time (a fifth,
-the earlier default: 24.3% in 1.16x; measured 2026-12-03, `tf_ops.bench.softmax`).
+quarter of the kernel gradient's memory; 5/16 of it from a vocabulary of 100000 on), and
+at least enough for 1M logits: at 4096 tokens x 512, 24.8% of the unfused head's peak
+memory in 1.06x its time at vocab 32000 and 24.6% in 1.05x at 128000
+(`default_chunk_size`; measured 2026-12-03, `tf_ops.bench.softmax`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ TensorLike = tf.types.experimental.TensorLike
 # Logits per chunk at least (4 MiB of float32): fewer, larger chunks for small hidden
 # sizes, whose per-chunk overhead would otherwise dominate.
 _MIN_CHUNK_ELEMENTS = 1 << 20
+# From this vocabulary on the default chunk is 5/16 of the hidden size, not a quarter
+# (default_chunk_size).
+_LARGE_VOCAB = 100_000
 # fast_chunk_size: a chunk's logits take at most max(the kernel's size, this many).
 _FAST_CHUNK_ELEMENTS = 1 << 24
 # From this many rows a chunk's matmuls run as large ones (no transposed forms).
@@ -59,13 +63,25 @@ _MIN_BLOCK_FEATURES = 32
 
 
 def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
-    """Rows per chunk: hidden // 4, at least 1M logits' worth and 16, at most `rows`.
+    """Rows per chunk: hidden // 4 (5 * hidden // 16 from a vocabulary of 100000 on),
+    at least 1M logits' worth and 16, at most `rows`.
+
+    The peak is the kernel and its gradient, the tokens' hidden rows and dhidden, and one
+    chunk's logits with one block of its dkernel; the unfused head's, the kernel, its
+    gradient and all the logits. Over T tokens that is about (2 H + chunk rows + block
+    rows) / (2 H + T), plus the tokens' own rows, which weigh less the larger the
+    vocabulary: at 4096 tokens x 512 a chunk of 160 rows (blocks of 64) stays within a
+    quarter of the unfused head's memory at vocab 128000 and not at 65536, and larger
+    chunks run nearer its speed (float32, one interleaved run each: at 128000, 128 rows
+    23.4% of its memory in 1.16x its time, 160 rows 24.6% in 1.05x, 192 rows 25.2% in
+    1.04x; at 65536, 160 rows 25.3%; at 32000, 128 rows 24.8% in 1.06x, 144 rows 25.7%).
 
     Example:
-      >>> default_chunk_size(4096, 32000, 512)
-      128
+      >>> default_chunk_size(4096, 32000, 512), default_chunk_size(4096, 128000, 512)
+      (128, 160)
     """
-    size = max(16, hidden // 4, _MIN_CHUNK_ELEMENTS // max(vocab, 1))
+    per_hidden = 5 / 16 if vocab >= _LARGE_VOCAB else 1 / 4
+    size = max(16, int(hidden * per_hidden), _MIN_CHUNK_ELEMENTS // max(vocab, 1))
     return int(min(size, rows)) if rows > 0 else int(size)
 
 
@@ -76,7 +92,7 @@ def fast_chunk_size(vocab: int, hidden: int) -> int:
     LLaMA and GPT-2 at 1024 tokens, 1.1-1.15x the composite's step), while the head's
     memory stays bounded by about twice the kernel's gradient whatever the number of
     tokens. ``chunk_size="fast"``, what `tf_ops.patch_keras()` trains language models
-    with; `default_chunk_size` (a quarter of this or less) is for the least memory.
+    with; `default_chunk_size` (a quarter or 5/16 of this, or less) is for the least memory.
 
     Example:
       >>> fast_chunk_size(32000, 512), fast_chunk_size(8000, 512)
