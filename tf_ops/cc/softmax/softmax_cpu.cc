@@ -14,7 +14,10 @@
 // float and double rows are read and written in place of the output buffer
 // (which may be the input's: every pass is element for element); half and
 // bfloat16 rows are widened once into a float row buffer and rounded once
-// when stored (half with F16C where the variant has it, float_blocks.h).
+// when stored (half with F16C where the variant has it, float_blocks.h),
+// except where bfloat16's one-shift conversion is cheaper inside a pass than
+// a pass of its own: the masked softmax's first and last passes and the
+// grads, which read and write bfloat16 directly.
 // Row sums and maxima run in 16 lanes (element j in lane j % 16) combined in a
 // fixed order, so a row's bits do not depend on how rows are spread over
 // threads.
@@ -95,12 +98,16 @@ C RowSum(int64_t n, const Term& term) {
 
 // How rows of storage S are read into the compute type and written back.
 // kWide: S is stored as its compute type (float, double), so rows are used
-// in place; otherwise they go through a float row buffer.
+// in place; otherwise they go through a float row buffer. kInline: S::Load
+// is a few vector instructions (everything but half, whose bit arithmetic
+// is ~20 per element against F16C's one per 8), so a pass may read and
+// write the storage itself instead of a widened row.
 template <typename S, bool kF16c>
 struct RowIo {
   using T = typename S::Stored;
   using C = ComputeType<T>;
   static constexpr bool kWide = std::is_same<T, C>::value;
+  static constexpr bool kInline = !std::is_same<S, cpu_storage::Half>::value;
   static void Widen(const T* in, C* out, int64_t n) {
     if constexpr (std::is_same<S, cpu_storage::Half>::value && kF16c) {
       HalfF16cBlocks::ToFloat(in, out, n);
@@ -201,6 +208,31 @@ void SoftmaxGradRows(const void* gv, const void* yv, void* dxv, int64_t cols,
   using C = typename Io::C;
   using T = typename Io::T;
   const C sc = static_cast<C>(scale);
+  if constexpr (Io::kInline && !Io::kWide) {
+    // bfloat16: two passes over the stored rows, none over widened copies.
+    for (int64_t r = begin; r < end; ++r) {
+      const T* g = static_cast<const T*>(gv) + r * cols;
+      const T* y = static_cast<const T*>(yv) + r * cols;
+      T* dx = static_cast<T*>(dxv) + r * cols;  // may be g or y
+      if (log) {
+        const C sum_g = RowSum<C>(cols, [&](int64_t j) { return S::Load(g[j]); });
+#pragma GCC ivdep
+        for (int64_t j = 0; j < cols; ++j) {
+          dx[j] = S::Store(
+              softmax::LogSoftmaxGrad<C>(S::Load(g[j]), S::Load(y[j]), sum_g));
+        }
+      } else {
+        const C dot = RowSum<C>(
+            cols, [&](int64_t j) { return S::Load(g[j]) * S::Load(y[j]); });
+#pragma GCC ivdep
+        for (int64_t j = 0; j < cols; ++j) {
+          dx[j] = S::Store(softmax::SoftmaxGrad<C>(S::Load(g[j]), S::Load(y[j]),
+                                                   dot, sc));
+        }
+      }
+    }
+    return;
+  }
   for (int64_t r = begin; r < end; ++r) {
     const C* g = RowIn<Io>(static_cast<const T*>(gv) + r * cols, cols, 0);
     const C* y = RowIn<Io>(static_cast<const T*>(yv) + r * cols, cols, 1);
@@ -266,18 +298,27 @@ void MaskedSoftmaxRows(const void* xv, const MaskLayout& layout, float scale,
       Store<Io>(v, y, cols);
       continue;
     }
-    // v = scale x where kept, -inf elsewhere (v may be x: in place).
-    const C* x = RowIn<Io>(static_cast<const T*>(xv) + r * cols, cols, 0);
+    // v = scale x where kept, -inf elsewhere (v may be x: in place), x read
+    // from its storage where that is cheap, else from a widened row.
+    const T* xs = static_cast<const T*>(xv) + r * cols;
     const int64_t kept_end = m.kept_end;
-    if (m.mask != nullptr) {
-      const uint8_t* keep = m.mask;
+    const auto fill = [&](const auto& x) {
+      if (m.mask != nullptr) {
+        const uint8_t* keep = m.mask;
 #pragma GCC ivdep
-      for (int64_t j = 0; j < kept_end; ++j) {
-        v[j] = keep[j] != 0 ? sc * x[j] : NegInf<C>();
+        for (int64_t j = 0; j < kept_end; ++j) {
+          v[j] = keep[j] != 0 ? sc * x(j) : NegInf<C>();
+        }
+      } else {
+#pragma GCC ivdep
+        for (int64_t j = 0; j < kept_end; ++j) v[j] = sc * x(j);
       }
+    };
+    if constexpr (Io::kInline) {
+      fill([&](int64_t j) { return S::Load(xs[j]); });
     } else {
-#pragma GCC ivdep
-      for (int64_t j = 0; j < kept_end; ++j) v[j] = sc * x[j];
+      const C* x = RowIn<Io>(xs, cols, 0);
+      fill([&](int64_t j) { return x[j]; });
     }
     for (int64_t j = kept_end; j < cols; ++j) v[j] = NegInf<C>();
     const C mx = RowMax<C>(v, cols);
@@ -295,6 +336,14 @@ void MaskedSoftmaxRows(const void* xv, const MaskLayout& layout, float scale,
       }
     }
     const C s = ExpSum<C>(v, mx, v, cols);
+    if constexpr (Io::kInline && !Io::kWide) {
+      if (s < INFINITY) {  // bfloat16: the scaling in the rounding pass
+        const C inv = C(1) / s;
+#pragma GCC ivdep
+        for (int64_t j = 0; j < cols; ++j) y[j] = S::Store(v[j] * inv);
+        continue;
+      }
+    }
     ScaleRow<C>(v, C(1) / s, cols);
     if (!(s < INFINITY)) {
       // A NaN row (a kept NaN or +inf logit): the masked positions are still
