@@ -124,25 +124,38 @@ void ForwardRows(const NormShape& shape, double epsilon, const void* x_raw,
     const int64_t next_at = row + 1 < end ? at + n : at;
     const Stored* next_x = x_all + next_at;
     const Stored* next_r = r_all == nullptr ? nullptr : r_all + next_at;
-    if (r_all != nullptr) {
-      // h = x + r, rounded: the row normalised is the h returned.
+    // The first pass sums the row: for layer norm its elements (the mean),
+    // for RMS norm their squared deviations from 0 (the variance's sum). With
+    // a residual it also stores h = x + r, rounded (the row normalised is the
+    // h returned), and sums h as it stores it.
+    const auto first_pass = [&](const auto& term) -> C {
+      if (r_all == nullptr) {
+        return LaneSum<C>(n, [&](int64_t j) { return term(S::Load(src[j])); });
+      }
       const Stored* r = r_all + at;
       Stored* h = static_cast<Stored*>(h_raw) + at;
-#pragma GCC ivdep
-      for (int64_t j = 0; j < n; ++j) {
+      return LaneSum<C>(n, [&](int64_t j) {
         h[j] = S::Store(S::Load(src[j]) + S::Load(r[j]));
-      }
-      src = h;
-    }
-    C mean = 0;
+        return term(S::Load(h[j]));
+      });
+    };
+    C mean = 0, sum_sq = 0;
     if (centered) {
-      const C sum = LaneSum<C>(n, [&](int64_t j) { return S::Load(src[j]); });
+      const C sum = first_pass([](C v) { return v; });
       mean = norm::RowMean(centered, sum, count);
+    } else {
+      sum_sq = first_pass([](C v) {
+        const C d = norm::Deviation(v, C(0));
+        return d * d;
+      });
     }
-    const C sum_sq = LaneSum<C>(n, [&](int64_t j) {
-      const C d = norm::Deviation(S::Load(src[j]), mean);
-      return d * d;
-    });
+    if (r_all != nullptr) src = static_cast<const Stored*>(h_raw) + at;
+    if (centered) {  // the second pass: squared deviations from the mean
+      sum_sq = LaneSum<C>(n, [&](int64_t j) {
+        const C d = norm::Deviation(S::Load(src[j]), mean);
+        return d * d;
+      });
+    }
     const C rstd = norm::RowRstd(sum_sq, count, eps);
     const auto prefetch = [&](int64_t j) {
       __builtin_prefetch(next_x + j);
@@ -205,14 +218,14 @@ inline void GradRow(int64_t n, const typename S::Stored* dy,
     // Every load of the column before any store: dx and the two partial
     // sums a multiple of 4 KiB from what is read would otherwise stall the
     // loads on the stores before them (4K aliasing).
-    const C acc_g = acc_gamma[j], acc_b = acc_beta[j];
+    const C acc_g = acc_gamma[j], acc_b = kCentered ? acc_beta[j] : C(0);
     const C gv = S::Load(dy[j]);
     const C xhat = norm::Normalized(S::Load(x[j]), mean, rstd);
     C d = norm::NormInputGrad(gv * gamma[j], xhat, rstd, c);
     if (kDh) d += S::Load(dh[j]);
     dx[j] = S::Store(d);
     acc_gamma[j] = acc_g + gv * xhat;
-    acc_beta[j] = acc_b + gv;
+    if (kCentered) acc_beta[j] = acc_b + gv;  // RMS norm has no beta
   });
 }
 
