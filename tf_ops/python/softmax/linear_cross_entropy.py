@@ -15,17 +15,17 @@ logits and one block of the kernel's gradient. The chunk's part of dkernel is no
 materialised whole: it is computed one block at a time (`kernel_blocks`: of the
 vocabulary for a ``[V, H]`` kernel, a slice of the dlogits' columns times the chunk's
 hidden rows; of the features for an ``[H, V]`` one, a slice of the hidden rows' columns
-times the dlogits; TensorFlow's matmul again; blocks of a quarter of the chunk's
-logits, 1M gradients or more), each block one contiguous row of the float32
+times the dlogits; TensorFlow's matmul again; blocks of at most a quarter of the
+chunk's logits or 512K gradients), each block one contiguous row of the float32
 accumulator seen as ``[blocks, -1]``, added in place (``InplaceAdd``; a scatter-add
 under XLA), the blocks in a fixed order: deterministic. The first chunk's dkernel is
 the accumulator's first value, so no zeros are allocated (a ``tf.zeros`` of the
 kernel's shape would become a constant of that size in the graph).
-Rows per chunk default to a quarter of the hidden size (the chunk's logits then take a
-quarter of the kernel gradient's memory; 5/16 of it from a vocabulary of 100000 on), and
-at least enough for 1M logits: at 4096 tokens x 512, 24.8% of the unfused head's peak
-memory in 1.06x its time at vocab 32000 and 24.6% in 1.05x at 128000
-(`default_chunk_size`; measured 2026-12-03, `tf_ops.bench.softmax`).
+Rows per chunk default to 3/16 of the hidden size (the chunk's logits then take 3/16
+of the kernel gradient's memory; 7/32 of it from a vocabulary of 100000 on), and at
+least enough for 1M logits: at 4096 tokens x 512, 24.2-24.6% of the unfused head's peak
+memory in 1.03x its time at vocab 32000 and 23.1% in 1.05x at 128000
+(`default_chunk_size`; measured 2026-12-04 on an AMD EPYC with AVX2).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ TensorLike = tf.types.experimental.TensorLike
 # Logits per chunk at least (4 MiB of float32): fewer, larger chunks for small hidden
 # sizes, whose per-chunk overhead would otherwise dominate.
 _MIN_CHUNK_ELEMENTS = 1 << 20
-# From this vocabulary on the default chunk is 5/16 of the hidden size, not a quarter
+# From this vocabulary on the default chunk is 7/32 of the hidden size, not 3/16
 # (default_chunk_size).
 _LARGE_VOCAB = 100_000
 # fast_chunk_size: a chunk's logits take at most max(the kernel's size, this many).
@@ -49,38 +49,44 @@ _FAST_CHUNK_ELEMENTS = 1 << 24
 # From this many rows a chunk's matmuls run as large ones (no transposed forms).
 _LARGE_CHUNK_ROWS = 256
 # A chunk's kernel gradient is computed and added in blocks: at least _BLOCKS of them,
-# each of about a quarter of the chunk's logits and at least _BLOCK_ELEMENTS gradients
-# (4 MiB of float32), unless the vocabulary is shorter than _MIN_BLOCKED_VOCAB (then
-# whole); blocks of the features keep at least _MIN_BLOCK_FEATURES of them. Measured
-# (512 rows x 512 x 32000, two threads): the chunk's dkernel added in 4 blocks of 128
-# features takes 1.17x the time of one matmul plus one add (which needs a second
-# kernel-sized buffer), in 16 blocks of 32 1.77x; with the default chunks, smaller
-# blocks keep the peak memory at a quarter of the unfused head's.
+# each of at most a quarter of the chunk's logits or _BLOCK_ELEMENTS gradients (2 MiB of
+# float32), whichever is more, unless the vocabulary is shorter than _MIN_BLOCKED_VOCAB
+# (then whole); blocks of the features keep at least _MIN_BLOCK_FEATURES of them.
+# Measured (512 rows x 512 x 32000, two threads): the chunk's dkernel added in 4 blocks
+# of 128 features takes 1.17x the time of one matmul plus one add (which needs a second
+# kernel-sized buffer), in 16 blocks of 32 1.77x; with the default chunks' 96 rows,
+# blocks of 16 features multiply as fast as blocks of 32 (83 and 86 GFLOP/s, AVX2), and
+# the smaller block is what keeps the peak under a quarter of the unfused head's: the
+# allocator may hand a block a free chunk of up to twice its size and count all of it.
 _BLOCKS = 4
-_BLOCK_ELEMENTS = 1 << 20
+_BLOCK_ELEMENTS = 1 << 19
 _MIN_BLOCKED_VOCAB = 64
-_MIN_BLOCK_FEATURES = 32
+_MIN_BLOCK_FEATURES = 16
 
 
 def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
-    """Rows per chunk: hidden // 4 (5 * hidden // 16 from a vocabulary of 100000 on),
-    at least 1M logits' worth and 16, at most `rows`.
+    """Rows per chunk: 3 * hidden // 16 (7 * hidden // 32 from a vocabulary of 100000
+    on), at least 1M logits' worth and 16, at most `rows`.
 
     The peak is the kernel and its gradient, the tokens' hidden rows and dhidden, and one
     chunk's logits with one block of its dkernel; the unfused head's, the kernel, its
     gradient and all the logits. Over T tokens that is about (2 H + chunk rows + block
     rows) / (2 H + T), plus the tokens' own rows, which weigh less the larger the
-    vocabulary: at 4096 tokens x 512 a chunk of 160 rows (blocks of 64) stays within a
-    quarter of the unfused head's memory at vocab 128000 and not at 65536, and larger
-    chunks run nearer its speed (float32, one interleaved run each: at 128000, 128 rows
-    23.4% of its memory in 1.16x its time, 160 rows 24.6% in 1.05x, 192 rows 25.2% in
-    1.04x; at 65536, 160 rows 25.3%; at 32000, 128 rows 24.8% in 1.06x, 144 rows 25.7%).
+    vocabulary. The allocator's rounding moves a measured peak by a few MiB from one run
+    to the next, so the default keeps a margin under a quarter of the unfused head's.
+    Speed: oneDNN's matmul of a chunk's rows by an [H, V] kernel runs at half speed from
+    128 rows on with AVX2 (512 x 32000: 110-124 GFLOP/s at 96-112 rows, 59-71 at
+    128-160), so the default stays under 128 rows at H = 512. Measured at 4096 tokens x
+    512, float32, fresh processes and one interleaved run each (AMD EPYC, AVX2): at
+    vocab 32000, 96 rows 24.2-24.6% of the unfused head's memory in 1.03x its time, 112
+    rows 24.5-25.1% in 0.96x, 128 rows 24.8% in 1.51x; at 128000, 112 rows 23.1% in
+    1.05x, 96 rows 22.8% in 1.09x, 160 rows 24.6% in 1.20x.
 
     Example:
       >>> default_chunk_size(4096, 32000, 512), default_chunk_size(4096, 128000, 512)
-      (128, 160)
+      (96, 112)
     """
-    per_hidden = 5 / 16 if vocab >= _LARGE_VOCAB else 1 / 4
+    per_hidden = 7 / 32 if vocab >= _LARGE_VOCAB else 3 / 16
     size = max(16, int(hidden * per_hidden), _MIN_CHUNK_ELEMENTS // max(vocab, 1))
     return int(min(size, rows)) if rows > 0 else int(size)
 
@@ -105,15 +111,18 @@ def kernel_blocks(vocab: Optional[int], hidden: Optional[int],
                   transpose_kernel: bool = True, chunk_size: int = 0) -> int:
     """How many equal blocks a chunk's kernel gradient is computed and added in, each one
     contiguous part of the gradient: blocks of the vocabulary for a ``[V, H]`` kernel
-    (``transpose_kernel``), of the features for an ``[H, V]`` one. Aimed at blocks of
-    max(1M, chunk_size * V / 4) gradients, at least 4 of them: for the vocabulary the
-    first divisor of V from there up to twice that; for the features the largest divisor
-    of H up to there that leaves at least 32 features a block (thinner blocks make slow
-    matmuls). 1 (whole) when the size is unknown, short or has no such divisor.
+    (``transpose_kernel``), of the features for an ``[H, V]`` one. Blocks of at most
+    max(512K, chunk_size * V / 4) gradients, at least 4 of them: for the vocabulary the
+    first divisor of V from that count up to twice it; for the features the first
+    divisor of H from that count on that leaves at least 16 features a block (thinner
+    blocks make slow matmuls), else the largest below it. 1 (whole) when the size is
+    unknown, short or has no such divisor.
 
     Example:
       >>> kernel_blocks(128000, 512, chunk_size=102), kernel_blocks(32000, 512, False, 524)
-      (64, 4)
+      (25, 4)
+      >>> kernel_blocks(32000, 512, False, 96)  # blocks of 16 features, 2 MiB
+      32
     """
     if vocab is None or hidden is None or vocab < _MIN_BLOCKED_VOCAB:
         return 1
@@ -124,7 +133,11 @@ def kernel_blocks(vocab: Optional[int], hidden: Optional[int],
             if vocab % count == 0:
                 return count
         return 1
-    for count in range(min(target, hidden // _MIN_BLOCK_FEATURES), 1, -1):
+    limit = hidden // _MIN_BLOCK_FEATURES
+    for count in range(min(target, limit), limit + 1):
+        if hidden % count == 0:
+            return count
+    for count in range(min(target, limit) - 1, 1, -1):
         if hidden % count == 0:
             return count
     return 1
