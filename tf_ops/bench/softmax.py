@@ -14,8 +14,8 @@ reference's time over tf_ops's (> 1: tf_ops is faster):
 - ``linear_cross_entropy`` at 4096 tokens x hidden 512 x vocab V: peak CPU allocator memory
   of forward + backward (``tf.config.experimental.get_memory_info("CPU:0")["peak"]`` after
   ``reset_memory_stats``, in a fresh process per vocabulary with TF's BFC allocator, the
-  one that keeps those statistics) and time, vs ``sparse_softmax_cross_entropy_with_logits(hidden @
-  kernel)``.
+  one that keeps those statistics) and time (with TF's default CPU allocator, and again
+  with BFC), vs ``sparse_softmax_cross_entropy_with_logits(hidden @ kernel)``.
 """
 
 from __future__ import annotations
@@ -106,46 +106,60 @@ def bench_cross_entropy(budget_s: float, rows: int = 8192, classes: int = 32000)
           f"   vs TF fused op {t['tf'] / t['tf_ops']:5.2f}x")
 
 
-def _peak(fn) -> int:
+def linear_cross_entropy_heads(labels: tf.Tensor) -> dict:
+    """The heads compared, as tf.functions of (hidden, kernel) returning the loss and its
+    gradients: ``default`` and ``fast`` chunks, and ``tf`` (TensorFlow's matmul and fused
+    cross-entropy). tests/scripts/linear_cross_entropy_peak.py measures the same ones."""
+
+    def ours(h, k, chunk_size):
+        with tf.GradientTape() as tape:
+            tape.watch([h, k])
+            loss = tf_ops.linear_cross_entropy(h, k, labels, chunk_size=chunk_size)
+        return loss, tape.gradient(loss, [h, k])
+
+    def theirs(h, k):
+        with tf.GradientTape() as tape:
+            tape.watch([h, k])
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels, tf.matmul(h, k)))
+        return loss, tape.gradient(loss, [h, k])
+
+    return {"default": tf.function(lambda h, k: ours(h, k, None)),
+            "fast": tf.function(lambda h, k: ours(h, k, "fast")),
+            "tf": tf.function(theirs)}
+
+
+def peak_memory(fn, *args) -> int:
+    """Peak allocator bytes of one call of `fn`, its outputs read. Needs TF's BFC
+    allocator (`TF_CPU_ALLOCATOR_USE_BFC`), which hands a request a free chunk of up to
+    twice its size and counts all of it: what earlier calls left free moves the peak by a
+    few percent (the bench warms every head first; the memory test measures cold)."""
     tf.config.experimental.reset_memory_stats("CPU:0")
-    fn()
+    [t.numpy() for t in tf.nest.flatten(fn(*args))]
     return tf.config.experimental.get_memory_info("CPU:0")["peak"]
 
 
 def bench_linear_cross_entropy(vocabs, budget_s: float, tokens: int = 4096,
-                               hidden: int = 512) -> None:
-    """Both chunk sizes: the default (least memory) and ``"fast"``."""
-    print(f"linear_cross_entropy fwd+bwd, {tokens} tokens x hidden {hidden}, float32")
+                               hidden: int = 512, memory: bool = False) -> None:
+    """Both chunk sizes: the default (least memory) and ``"fast"``. Time always; with
+    `memory` (a process with TF's BFC allocator) the peak memory too."""
+    allocator = "BFC allocator" if memory else "TF's default CPU allocator"
+    print(f"linear_cross_entropy fwd+bwd, {tokens} tokens x hidden {hidden}, float32, "
+          f"{allocator}")
     for vocab in vocabs:
         h = tf.random.normal([tokens, hidden])
         k = tf.random.normal([hidden, vocab], stddev=0.02)
         labels = tf.random.uniform([tokens], 0, vocab, tf.int64)
-
-        def ours(h, k, chunk_size):
-            with tf.GradientTape() as tape:
-                tape.watch([h, k])
-                loss = tf_ops.linear_cross_entropy(h, k, labels, chunk_size=chunk_size)
-            return loss, tape.gradient(loss, [h, k])
-
-        def theirs(h, k):
-            with tf.GradientTape() as tape:
-                tape.watch([h, k])
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                    labels, tf.matmul(h, k)))
-            return loss, tape.gradient(loss, [h, k])
-
-        fns = {"default": tf.function(lambda h, k: ours(h, k, None)),
-               "fast": tf.function(lambda h, k: ours(h, k, "fast")),
-               "tf": tf.function(theirs)}
+        fns = linear_cross_entropy_heads(labels)
         for f in fns.values():
             f(h, k)  # traced, warm
-        peaks = {n: _peak(lambda f=f: [t.numpy() for t in tf.nest.flatten(f(h, k))])
-                 for n, f in fns.items()}
+        peaks = {n: peak_memory(f, h, k) for n, f in fns.items()} if memory else {}
         t = _time(fns, (h, k), budget_s)
         for n in ("default", "fast"):
-            print(f"  vocab {vocab:>6} chunks {n:<7}: peak {peaks[n] / 2**20:8.1f} MiB vs "
-                  f"{peaks['tf'] / 2**20:8.1f} MiB ({peaks[n] / peaks['tf']:5.1%})   time "
-                  f"tf_ops {t[n]:6.3f} s vs {t['tf']:6.3f} s ({t[n] / t['tf']:4.2f}x of TF's)")
+            peak = (f"peak {peaks[n] / 2**20:8.1f} MiB vs {peaks['tf'] / 2**20:8.1f} MiB "
+                    f"({peaks[n] / peaks['tf']:5.1%})   " if memory else "")
+            print(f"  vocab {vocab:>6} chunks {n:<7}: {peak}time tf_ops {t[n]:6.3f} s vs "
+                  f"{t['tf']:6.3f} s ({t[n] / t['tf']:4.2f}x of TF's)")
 
 
 def main(argv=None) -> None:
@@ -163,19 +177,20 @@ def main(argv=None) -> None:
     if args.no_memory:
         return
     if os.environ.get(_BFC) == "true":
-        bench_linear_cross_entropy(args.vocab, args.budget_s)
-    else:
-        # TF keeps allocator statistics only in its BFC allocator, chosen when TF starts:
-        # the memory part runs in a process that has it (the timings above keep TF's
-        # default allocator, what users get), one per vocabulary: BFC hands a request
-        # a free chunk of up to twice its size and counts all of it, so what an earlier
-        # vocabulary's runs left free would move the next one's peak (measured: +56 MiB,
-        # 24.6% -> 26.7%, at 128000 after 32000).
-        for vocab in args.vocab:
-            subprocess.run([sys.executable, "-m", "tf_ops.bench.softmax", "--no-softmax",
-                            "--no-ce", "--budget-s", str(args.budget_s), "--vocab", str(vocab)],
-                           env={**os.environ, _BFC: "true"}, check=True)
-
+        bench_linear_cross_entropy(args.vocab, args.budget_s, memory=True)
+        return
+    # The time with TF's default CPU allocator, what users get. TF keeps allocator
+    # statistics only in its BFC allocator, chosen when TF starts: the memory is measured
+    # in a process that has it (the time again there: BFC reuses the unfused head's large
+    # buffers, which the default allocator takes fresh from the system each call), one
+    # per vocabulary: BFC hands a request a free chunk of up to twice its size and counts
+    # all of it, so what an earlier vocabulary's runs left free would move the next one's
+    # peak (measured: +56 MiB, 24.6% -> 26.7%, at 128000 after 32000).
+    bench_linear_cross_entropy(args.vocab, args.budget_s)
+    for vocab in args.vocab:
+        subprocess.run([sys.executable, "-m", "tf_ops.bench.softmax", "--no-softmax",
+                        "--no-ce", "--budget-s", str(args.budget_s), "--vocab", str(vocab)],
+                       env={**os.environ, _BFC: "true"}, check=True)
 
 if __name__ == "__main__":
     main()
