@@ -50,6 +50,10 @@ print(f"{lib}@{os.stat(lib).st_mtime_ns}")
     echo "$command --repo_env=PYTHON_BIN_PATH=$python"
     echo "$command --repo_env=TF_OPS_TF_STAMP=$tf_stamp"
   done
+  # Compiled objects are kept across clones and `make clean` (as ccache does for CMake's
+  # builds): a second build of unchanged sources on this machine compiles nothing
+  # (measured on the 2-core AMD: the first build takes ~5 min, header parsing).
+  echo "build --disk_cache=${TF_OPS_BAZEL_DISK_CACHE:-$HOME/.cache/tf_ops/bazel-disk-cache}"
   # Sandboxed actions symlink every TF header; on tmpfs that is ~50x faster.
   if [[ -d /dev/shm && -w /dev/shm ]]; then
     echo "build --sandbox_base=/dev/shm"
