@@ -23,9 +23,10 @@ the accumulator's first value, so no zeros are allocated (a ``tf.zeros`` of the
 kernel's shape would become a constant of that size in the graph).
 Rows per chunk default to 3/16 of the hidden size (the chunk's logits then take 3/16
 of the kernel gradient's memory; 7/32 of it from a vocabulary of 100000 on), and at
-least enough for 1M logits: at 4096 tokens x 512, 24.2-24.6% of the unfused head's peak
-memory in 1.03x its time at vocab 32000 and 23.1% in 1.05x at 128000
-(`default_chunk_size`; measured 2026-12-04 on an AMD EPYC with AVX2).
+least enough for 1M logits: at 4096 tokens x 512, 24.0% of the unfused head's peak
+memory in 1.06x its time at vocab 32000 and 23.7% in 0.96x at 128000
+(`default_chunk_size`, `kernel_blocks`; measured 2026-12-04 on an AMD EPYC with AVX2,
+`python -m tf_ops.bench.softmax`, TF's default CPU allocator).
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ _FAST_CHUNK_ELEMENTS = 1 << 24
 # From this many rows a chunk's matmuls run as large ones (no transposed forms).
 _LARGE_CHUNK_ROWS = 256
 # A chunk's kernel gradient is computed and added in blocks: at least _BLOCKS of them,
-# each of at most a quarter of the chunk's logits or _BLOCK_ELEMENTS gradients (2 MiB of
-# float32), whichever is more, unless the vocabulary is shorter than _MIN_BLOCKED_VOCAB
+# each of at most a quarter of the chunk's logits (as many gradients as the chunk has
+# logits from _LARGE_VOCAB on) or _BLOCK_ELEMENTS gradients (2 MiB of float32), whichever
+# is more, unless the vocabulary is shorter than _MIN_BLOCKED_VOCAB
 # (then whole); blocks of the features keep at least _MIN_BLOCK_FEATURES of them.
 # Measured (512 rows x 512 x 32000, two threads): the chunk's dkernel added in 4 blocks
 # of 128 features takes 1.17x the time of one matmul plus one add (which needs a second
@@ -58,6 +60,10 @@ _LARGE_CHUNK_ROWS = 256
 # blocks of 16 features multiply as fast as blocks of 32 (83 and 86 GFLOP/s, AVX2), and
 # the smaller block is what keeps the peak under a quarter of the unfused head's: the
 # allocator may hand a block a free chunk of up to twice its size and count all of it.
+# From vocab 100000 on a chunk's dlogits (40 MiB and more) leave the cache, and each
+# block of features reads them again: at 128000 (112 rows) 32 blocks took 1.38x TF's
+# time, 16 blocks 1.16x, 8 blocks 1.04x; the kernel, not the tokens' rows, then
+# dominates the peak, and the larger blocks keep it at 23-24% of the unfused head's.
 _BLOCKS = 4
 _BLOCK_ELEMENTS = 1 << 19
 _MIN_BLOCKED_VOCAB = 64
@@ -80,7 +86,8 @@ def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
     512, float32, fresh processes and one interleaved run each (AMD EPYC, AVX2): at
     vocab 32000, 96 rows 24.2-24.6% of the unfused head's memory in 1.03x its time, 112
     rows 24.5-25.1% in 0.96x, 128 rows 24.8% in 1.51x; at 128000, 112 rows 23.1% in
-    1.05x, 96 rows 22.8% in 1.09x, 160 rows 24.6% in 1.20x.
+    1.05x, 96 rows 22.8% in 1.09x, 160 rows 24.6% in 1.20x (blocks of 32 features
+    there; `kernel_blocks` now makes them 64).
 
     Example:
       >>> default_chunk_size(4096, 32000, 512), default_chunk_size(4096, 128000, 512)
@@ -112,7 +119,8 @@ def kernel_blocks(vocab: Optional[int], hidden: Optional[int],
     """How many equal blocks a chunk's kernel gradient is computed and added in, each one
     contiguous part of the gradient: blocks of the vocabulary for a ``[V, H]`` kernel
     (``transpose_kernel``), of the features for an ``[H, V]`` one. Blocks of at most
-    max(512K, chunk_size * V / 4) gradients, at least 4 of them: for the vocabulary the
+    max(512K, chunk_size * V / 4) gradients (chunk_size * V from a vocabulary of 100000
+    on), at least 4 of them: for the vocabulary the
     first divisor of V from that count up to twice it; for the features the first
     divisor of H from that count on that leaves at least 16 features a block (thinner
     blocks make slow matmuls), else the largest below it. 1 (whole) when the size is
@@ -120,13 +128,14 @@ def kernel_blocks(vocab: Optional[int], hidden: Optional[int],
 
     Example:
       >>> kernel_blocks(128000, 512, chunk_size=102), kernel_blocks(32000, 512, False, 524)
-      (25, 4)
+      (8, 4)
       >>> kernel_blocks(32000, 512, False, 96)  # blocks of 16 features, 2 MiB
       32
     """
     if vocab is None or hidden is None or vocab < _MIN_BLOCKED_VOCAB:
         return 1
-    elements = max(_BLOCK_ELEMENTS, chunk_size * vocab // 4)
+    share = 1 if vocab >= _LARGE_VOCAB else 4
+    elements = max(_BLOCK_ELEMENTS, chunk_size * vocab // share)
     target = max(_BLOCKS, -(-vocab * hidden // elements))
     if transpose_kernel:
         for count in range(target, min(2 * target, vocab) + 1):
