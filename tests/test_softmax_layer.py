@@ -81,3 +81,22 @@ def test_mixed_precision_jit_fit_and_portable_export(tmp_path):
             for fn in f.graph.as_graph_def().library.function for n in fn.node_def}
     assert not [t for t in ops if t.startswith("TfOps>")], ops
     np.testing.assert_allclose(loaded.serve(x), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow  # a subprocess runs SavedModel, four TFLite runs and ONNX: ~50 s
+def test_portable_export_to_savedmodel_tflite_and_onnx(tmp_path):
+    """Attention-like scores through a causally masked and a plain tf_ops Softmax, exported
+    under tf_ops.portable(): SavedModel, TFLite builtins and ONNX run it without tf_ops."""
+    from test_export import assert_portable_export_runs
+
+    keras.utils.set_random_seed(6)
+    inp = keras.Input((6, 8))
+    scores = keras.layers.Dense(6)(inp)  # [batch, query, key]
+    causal = np.tril(np.ones((1, 6, 6), bool))
+    probs = tf_ops.layers.Softmax()(scores, mask=causal)
+    # Keras hands the mask on through Dense: the second Softmax (over the queries) has it too.
+    mixed = keras.layers.Dense(6)(probs)
+    out = keras.layers.Dense(2)(keras.layers.Flatten()(tf_ops.layers.Softmax(axis=1)(mixed)))
+    model = keras.Model(inp, out)
+    x = RNG.normal(0, 2, (16, 6, 8)).astype(np.float32)
+    assert_portable_export_runs(model, x, tmp_path, tol=1e-5)
