@@ -16,7 +16,8 @@ materialised whole: it is computed one block at a time (`kernel_blocks`: of the
 vocabulary for a ``[V, H]`` kernel, a slice of the dlogits' columns times the chunk's
 hidden rows; of the features for an ``[H, V]`` one, a slice of the hidden rows' columns
 times the dlogits; TensorFlow's matmul again; blocks of at most a quarter of the
-chunk's logits or 512K gradients), each block one contiguous row of the float32
+chunk's logits or 512K gradients, of the chunk's logits' size from a vocabulary of
+100000 on), each block one contiguous row of the float32
 accumulator seen as ``[blocks, -1]``, added in place (``InplaceAdd``; a scatter-add
 under XLA), the blocks in a fixed order: deterministic. The first chunk's dkernel is
 the accumulator's first value, so no zeros are allocated (a ``tf.zeros`` of the
