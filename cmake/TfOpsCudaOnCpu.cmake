@@ -97,11 +97,14 @@ foreach(build IN LISTS cuda_on_cpu_builds)
 endforeach()
 
 # The deliberate breaks: breaks.cmake calls tf_ops_selftest_break() once per
-# break. Each gets its patched copy of one kernel source (made at build time
-# by apply_break.cmake, which fails unless the text to replace is there
+# break. Each gets its patched copy of one file (made at build time by
+# TfOpsApplyBreak.cmake, which fails unless the text to replace is there
 # exactly once) and a self-test program of its build with that copy in place
-# of the original. breaks.tsv lists them for the script: name, build, family,
-# what the failing run must print (a regular expression), and why.
+# of the original: a kernel source (.cu) replaces its own object; a shared
+# header (row_groups.cuh) is found first, from a folder of its own, by the
+# kernel sources that include it, which are compiled again. breaks.tsv lists
+# them for the script: name, build, family, what the failing run must print
+# (a regular expression), and why.
 set(cuda_on_cpu_manifest "")
 # tf_ops_selftest_break(<name> <build> <family> <file> <expect> <why> <from>
 #                       <to>): positional, so that <from> and <to> (C++ with
@@ -117,15 +120,43 @@ function(tf_ops_selftest_break name build family file expect why from to)
     DEPENDS ${PROJECT_SOURCE_DIR}/${file} ${cuda_on_cpu_dir}/breaks.cmake
             ${PROJECT_SOURCE_DIR}/cmake/TfOpsApplyBreak.cmake
     VERBATIM)
-  tf_ops_cuda_on_cpu_objects(tf_ops_cpu_break_${name} ${build} ${patched})
+  # The kernel objects the break replaces, and the patched ones.
+  set(replaced tf_ops_cpu_${build}_${stem})
+  set(patched_objects)
+  if(file MATCHES "\\.cu$")
+    tf_ops_cuda_on_cpu_objects(tf_ops_cpu_break_${name} ${build} ${patched})
+    list(APPEND patched_objects tf_ops_cpu_break_${name})
+  else()
+    set(replaced)
+    add_custom_target(tf_ops_break_${name}_header DEPENDS ${patched})
+    foreach(source IN LISTS tf_ops_cuda_sources)
+      file(READ ${PROJECT_SOURCE_DIR}/${source} text)
+      string(FIND "${text}" "#include \"${file}\"" at)
+      if(at EQUAL -1)
+        continue()
+      endif()
+      get_filename_component(source_stem ${source} NAME_WE)
+      set(library tf_ops_cpu_break_${name}_${source_stem})
+      tf_ops_cuda_on_cpu_objects(${library} ${build}
+                                 ${PROJECT_SOURCE_DIR}/${source})
+      target_include_directories(${library} BEFORE PRIVATE
+                                 ${CMAKE_BINARY_DIR}/breaks/${name})
+      add_dependencies(${library} tf_ops_break_${name}_header)
+      list(APPEND replaced tf_ops_cpu_${build}_${source_stem})
+      list(APPEND patched_objects ${library})
+    endforeach()
+    if(NOT patched_objects)
+      message(FATAL_ERROR "break ${name}: no kernel source includes ${file}")
+    endif()
+  endif()
   set(objects)
   foreach(library IN LISTS kernels_${build})
-    if(NOT library STREQUAL "tf_ops_cpu_${build}_${stem}")
+    if(NOT library IN_LIST replaced)
       list(APPEND objects ${library})
     endif()
   endforeach()
   tf_ops_cuda_on_cpu_program(tf_ops_gpu_selftest_cpu_break_${name} ${build}
-    tf_ops_cpu_break_${name} tf_ops_cpu_${build}_harness
+    ${patched_objects} tf_ops_cpu_${build}_harness
     tf_ops_cpu_${build}_runtime ${objects} tf_ops_cpu_engine)
   set_target_properties(tf_ops_gpu_selftest_cpu_break_${name} PROPERTIES
                         EXCLUDE_FROM_ALL ON)

@@ -1,5 +1,6 @@
-# The deliberate breaks: one kernel bug each, of the kinds that hide in
-# reductions and vector loads, which the GPU self-test on the CPU must catch
+# The deliberate breaks: one kernel bug each (in a kernel source, or in a
+# header the kernels share), of the kinds that hide in reductions and vector
+# loads, which the GPU self-test on the CPU must catch
 # (tools/gpu_selftest_cpu.sh builds each into its build's self-test, runs the
 # family, and fails unless the run fails with a line that matches <expect>,
 # which names the family and the case). A break whose text is no longer in
@@ -9,16 +10,16 @@
 #                       <why> <text> <replacement>)
 
 tf_ops_selftest_break(missing-syncthreads tsan norm
-  tf_ops/cu/norm/norm_gpu.cu
+  tf_ops/cu/core/row_groups.cuh
   "^FAIL norm [a-z0-9]+ [A-Za-z]+ \\[[0-9]+, [0-9]+\\] [a-z]+ launch: .*ThreadSanitizer: data race"
-  "the __syncthreads between the warps' sums and their reading, in the block reduction"
+  "the __syncthreads between the warps' values and their reading, in a block row's reduction"
   [=[
-  if (lane == 0) shared[warp] = v;
+  if (threadIdx.x % kWarpSize == 0) shared[warp] = v;
   __syncthreads();
-  C total = 0;
+  C r = shared[0];
 ]=] [=[
-  if (lane == 0) shared[warp] = v;
-  C total = 0;
+  if (threadIdx.x % kWarpSize == 0) shared[warp] = v;
+  C r = shared[0];
 ]=])
 
 tf_ops_selftest_break(grid-stride-tail asan forward
@@ -34,15 +35,15 @@ tf_ops_selftest_break(grid-stride-tail asan forward
 ]=])
 
 tf_ops_selftest_break(shuffle-offset plain softmax
-  tf_ops/cu/softmax/softmax_gpu.cu
+  tf_ops/cu/core/row_groups.cuh
   "^FAIL softmax [a-z_ -]+ [0-9]+x[0-9]+"
   "the warp butterfly starting at offset 8, not 16 (each half-warp reduces alone)"
   [=[
-  for (int offset = 16; offset > 0; offset /= 2) {
-    v = op(v, __shfl_xor_sync(kFullMask, v, offset));
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
 ]=] [=[
-  for (int offset = 8; offset > 0; offset /= 2) {
-    v = op(v, __shfl_xor_sync(kFullMask, v, offset));
+  for (int offset = kWarpSize / 4; offset > 0; offset /= 2) {
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
 ]=])
 
 tf_ops_selftest_break(misaligned-load asan forward

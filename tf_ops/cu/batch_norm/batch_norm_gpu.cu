@@ -25,29 +25,18 @@
 namespace tf_ops {
 namespace {
 
+using gpu::AccType;
 using gpu::BlocksFor;
 using gpu::DispatchDtype;
 using gpu::GlobalThread;
 using gpu::GlobalThreads;
 using gpu::kThreadsPerBlock;
 using gpu::LastError;
+using gpu::Load;
+using gpu::Store;
 
 // Elements of one channel per chunk (one block's share of a reduction).
 constexpr int64_t kChunk = 4096;
-
-template <typename T>
-using AccType = std::conditional_t<
-    std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
-    float, double>;
-
-template <typename T>
-__device__ __forceinline__ ComputeType<T> Load(T v) {
-  return static_cast<ComputeType<T>>(v);
-}
-template <typename T>
-__device__ __forceinline__ T Store(ComputeType<T> v) {
-  return static_cast<T>(v);
-}
 
 // Element m of channel c.
 __host__ __device__ __forceinline__ int64_t Offset(BatchNormLayout l,

@@ -1,5 +1,6 @@
-// What the CUDA engines (elementwise_gpu.cu, fused_gpu.cu) share: the launch
-// shape, grid-stride indices, the dtype dispatch and the launch error check.
+// What the CUDA engines share: the launch shape, grid-stride indices, the
+// dtype dispatch, the compute and accumulation types, and the launch error
+// check.
 // CUDA code only; no TensorFlow or Eigen headers.
 
 #ifndef TF_OPS_CU_LAUNCH_COMMON_CUH_
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "tf_ops/cc/core/dtype.h"
 
@@ -58,6 +60,25 @@ inline int BlocksFor(int64_t work, int64_t per_block = kThreadsPerBlock) {
   return static_cast<int>(std::max<int64_t>(
       1, std::min<int64_t>((work + per_block - 1) / per_block, kMaxBlocks)));
 }
+
+// Storage <-> compute type (dtype.h's ComputeType: float for half, bfloat16
+// and float, double for double).
+template <typename T>
+__device__ __forceinline__ ComputeType<T> Load(T v) {
+  return static_cast<ComputeType<T>>(v);
+}
+template <typename T>
+__device__ __forceinline__ T Store(ComputeType<T> v) {
+  return static_cast<T>(v);
+}
+
+// What reductions over many elements (bias, dgamma, dbeta, statistics) sum
+// in: float for half and bfloat16, double for float and double, as the CPU
+// engines (cpu_storage.h's Acc).
+template <typename T>
+using AccType = std::conditional_t<
+    std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
+    float, double>;
 
 inline const char* LastError() {
   const cudaError_t err = cudaGetLastError();

@@ -32,31 +32,18 @@
 namespace tf_ops {
 namespace {
 
+using gpu::AccType;
 using gpu::BlocksFor;
 using gpu::DispatchDtype;
 using gpu::GlobalThread;
 using gpu::GlobalThreads;
 using gpu::kThreadsPerBlock;
 using gpu::LastError;
-
-// What the bias gradient sums in: float for half and bfloat16, double for
-// float and double, as the CPU engine (cpu_storage.h's Acc).
-template <typename T>
-using AccType = std::conditional_t<
-    std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
-    float, double>;
+using gpu::Load;
+using gpu::Store;
 
 __device__ __forceinline__ int64_t Min(int64_t a, int64_t b) {
   return a < b ? a : b;
-}
-
-template <typename T>
-__device__ __forceinline__ ComputeType<T> Load(T v) {
-  return static_cast<ComputeType<T>>(v);
-}
-template <typename T>
-__device__ __forceinline__ T Store(ComputeType<T> v) {
-  return static_cast<T>(v);
 }
 
 // ----------------------------------------------------- element loops ----

@@ -1,10 +1,8 @@
 // The normalisation ops' CUDA kernels (norm_gpu.h), from norm_math.h.
 //
-// Rows: blocks of 256 threads; a row of up to kWarpRowMax elements gets a
-// warp (8 rows per block), a longer row the whole block. A row's sums are a
-// butterfly of __shfl_xor_sync within each warp (every lane ends with the
-// same value), then, for a block, the 8 warp sums from shared memory added
-// in warp order by every thread. Each thread strides over the same elements
+// Rows (row_groups.cuh): a row of up to kWarpRowMax elements gets a warp, a
+// longer row the whole block; a row's sums are the group's fixed reduction,
+// the same value in every thread. Each thread strides over the same elements
 // in each pass, so the residual's h is read back by the thread that wrote
 // it.
 //
@@ -25,78 +23,23 @@
 #include "tf_ops/cc/core/dtype.h"
 #include "tf_ops/cc/norm/norm_math.h"
 #include "tf_ops/cu/core/launch_common.cuh"
+#include "tf_ops/cu/core/row_groups.cuh"
 #include "tf_ops/cu/norm/norm_gpu.h"
 
 namespace tf_ops {
 namespace {
 
+using gpu::AccType;
 using gpu::DispatchDtype;
-using gpu::kMaxBlocks;
+using gpu::GroupSum;
 using gpu::kThreadsPerBlock;
+using gpu::kWarpsPerBlock;
 using gpu::LastError;
-
-constexpr int kWarp = 32;
-constexpr int kWarpsPerBlock = kThreadsPerBlock / kWarp;
-
-// What dgamma and dbeta sum in: float for half and bfloat16, double for
-// float and double (the CPU engine's Acc).
-template <typename T>
-using AccType = std::conditional_t<
-    std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
-    float, double>;
-
-template <typename T>
-__device__ __forceinline__ ComputeType<T> Load(T v) {
-  return static_cast<ComputeType<T>>(v);
-}
-template <typename T>
-__device__ __forceinline__ T Store(ComputeType<T> v) {
-  return static_cast<T>(v);
-}
-
-template <typename C>
-__device__ __forceinline__ C WarpSum(C v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  }
-  return v;
-}
-
-// The sum over the row's threads: a warp (kBlockRow false) or the block.
-template <bool kBlockRow, typename C>
-__device__ __forceinline__ C RowSum(C v, C* shared) {
-  v = WarpSum(v);
-  if (!kBlockRow) return v;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  C total = 0;
-  for (int w = 0; w < kWarpsPerBlock; ++w) total += shared[w];
-  __syncthreads();  // shared is reused by the next sum
-  return total;
-}
-
-// The row this thread's group works on first, the step to the next, and the
-// thread's index and count within the row.
-template <bool kBlockRow>
-struct RowMap {
-  int64_t first, step;
-  int lane, lanes;
-  __device__ RowMap() {
-    if (kBlockRow) {
-      first = blockIdx.x;
-      step = gridDim.x;
-      lane = threadIdx.x;
-      lanes = blockDim.x;
-    } else {
-      first = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
-              threadIdx.x / kWarp;
-      step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-      lane = threadIdx.x % kWarp;
-      lanes = kWarp;
-    }
-  }
-};
+using gpu::Load;
+using gpu::RowGroup;
+using gpu::RowGroupBlocks;
+using gpu::Store;
+using gpu::WithRowGroup;
 
 template <typename T, bool kBlockRow>
 __global__ void NormForwardKernel(int64_t rows, int64_t n, bool centered,
@@ -107,7 +50,7 @@ __global__ void NormForwardKernel(int64_t rows, int64_t n, bool centered,
                                   ComputeType<T>* rstd_out) {
   using C = ComputeType<T>;
   __shared__ C shared[kWarpsPerBlock];
-  const RowMap<kBlockRow> m;
+  const RowGroup<kBlockRow> m;
   const C count = static_cast<C>(n);
   for (int64_t row = m.first; row < rows; row += m.step) {
     const T* src = x + row * n;
@@ -123,14 +66,14 @@ __global__ void NormForwardKernel(int64_t rows, int64_t n, bool centered,
     if (centered) {
       C s = 0;
       for (int64_t j = m.lane; j < n; j += m.lanes) s += Load(src[j]);
-      mean = norm::RowMean(centered, RowSum<kBlockRow>(s, shared), count);
+      mean = norm::RowMean(centered, GroupSum<kBlockRow>(s, shared), count);
     }
     C sq = 0;
     for (int64_t j = m.lane; j < n; j += m.lanes) {
       const C d = norm::Deviation(Load(src[j]), mean);
       sq += d * d;
     }
-    const C rstd = norm::RowRstd(RowSum<kBlockRow>(sq, shared), count, eps);
+    const C rstd = norm::RowRstd(GroupSum<kBlockRow>(sq, shared), count, eps);
     T* yr = y + row * n;
     for (int64_t j = m.lane; j < n; j += m.lanes) {
       const C b = beta != nullptr ? beta[j] : C(0);
@@ -153,7 +96,7 @@ __global__ void NormGradRowsKernel(int64_t rows, int64_t n, bool centered,
                                    T* dx) {
   using C = ComputeType<T>;
   __shared__ C shared[kWarpsPerBlock];
-  const RowMap<kBlockRow> m;
+  const RowGroup<kBlockRow> m;
   const C count = static_cast<C>(n);
   for (int64_t row = m.first; row < rows; row += m.step) {
     const int64_t at = row * n;
@@ -165,8 +108,8 @@ __global__ void NormGradRowsKernel(int64_t rows, int64_t n, bool centered,
       s_gg += gg;
       s_ggx += gg * norm::Normalized(Load(x[at + j]), mean, rstd);
     }
-    const C sum_gg = centered ? RowSum<kBlockRow>(s_gg, shared) : C(0);
-    const C sum_ggx = RowSum<kBlockRow>(s_ggx, shared);
+    const C sum_gg = centered ? GroupSum<kBlockRow>(s_gg, shared) : C(0);
+    const C sum_ggx = GroupSum<kBlockRow>(s_ggx, shared);
     const norm::GradRowConstants<C> c =
         norm::GradConstants(centered, sum_gg, sum_ggx, count);
     for (int64_t j = m.lane; j < n; j += m.lanes) {
@@ -229,12 +172,6 @@ int64_t GradTiles(int64_t rows) {
   return (rows + kGradRowBlock - 1) / kGradRowBlock;
 }
 
-int RowBlocks(int64_t rows, bool block_row) {
-  const int64_t per_block = block_row ? 1 : kWarpsPerBlock;
-  return static_cast<int>(std::max<int64_t>(
-      1, std::min<int64_t>((rows + per_block - 1) / per_block, kMaxBlocks)));
-}
-
 }  // namespace
 
 const char* LaunchNormForward(Dtype dtype, const NormShape& shape,
@@ -247,22 +184,16 @@ const char* LaunchNormForward(Dtype dtype, const NormShape& shape,
   return DispatchDtype(dtype, [&](auto* tag) -> const char* {
     using T = std::remove_pointer_t<decltype(tag)>;
     using C = ComputeType<T>;
-    const bool block_row = shape.cols > kWarpRowMax;
-    const int grid = RowBlocks(shape.rows, block_row);
-    const auto args = [&](auto kernel) {
-      TF_OPS_LAUNCH(grid, kThreadsPerBlock, 0, stream, kernel)(
+    return WithRowGroup(shape.cols, kWarpRowMax, [&](auto block_row) {
+      TF_OPS_LAUNCH(RowGroupBlocks(shape.rows, block_row), kThreadsPerBlock,
+                    0, stream,
+                    NormForwardKernel<T, decltype(block_row)::value>)(
           shape.rows, shape.cols, shape.centered, static_cast<C>(epsilon),
           static_cast<const T*>(x), static_cast<const T*>(residual),
           static_cast<const C*>(gamma), static_cast<const C*>(beta),
           static_cast<T*>(h), static_cast<T*>(y), static_cast<C*>(mean),
           static_cast<C*>(rstd));
-    };
-    if (block_row) {
-      args(NormForwardKernel<T, true>);
-    } else {
-      args(NormForwardKernel<T, false>);
-    }
-    return LastError();
+    });
   });
 }
 
@@ -284,21 +215,17 @@ const char* LaunchNormGrad(Dtype dtype, const NormShape& shape, const void* dy,
     const int64_t rows = shape.rows, n = shape.cols;
     if (n == 0) return nullptr;
     if (rows > 0) {
-      const bool block_row = n > kWarpRowMax;
-      const int grid = RowBlocks(rows, block_row);
-      const auto rows_pass = [&](auto kernel) {
-        TF_OPS_LAUNCH(grid, kThreadsPerBlock, 0, stream, kernel)(
+      const char* error = WithRowGroup(n, kWarpRowMax, [&](auto block_row) {
+        TF_OPS_LAUNCH(RowGroupBlocks(rows, block_row), kThreadsPerBlock, 0,
+                      stream,
+                      NormGradRowsKernel<T, decltype(block_row)::value>)(
             rows, n, shape.centered, static_cast<const T*>(dy),
             static_cast<const T*>(x), static_cast<const C*>(gamma),
             static_cast<const C*>(shape.centered ? mean : nullptr),
             static_cast<const C*>(rstd), static_cast<const T*>(dh),
             static_cast<T*>(dx));
-      };
-      if (block_row) {
-        rows_pass(NormGradRowsKernel<T, true>);
-      } else {
-        rows_pass(NormGradRowsKernel<T, false>);
-      }
+      });
+      if (error != nullptr) return error;
       const dim3 col_grid(
           static_cast<unsigned>((n + kThreadsPerBlock - 1) / kThreadsPerBlock),
           static_cast<unsigned>(std::min<int64_t>(GradTiles(rows), 65535)));
