@@ -96,6 +96,16 @@ def test_masked_softmax_matches_keras_and_reference():
     m[:2] = False
     np.testing.assert_allclose(tf_ops.softmax(xs, mask=m), _keras_masked(xs, m), rtol=2e-6,
                                atol=1e-7)
+    # The same in rows long enough for the vector loops and their tails, every dtype: the
+    # engine reads masked positions too (a select, not a conditional load) and drops them.
+    xl = RNG.normal(0, 2, (4, 45)).astype(np.float32)
+    kept = RNG.random((4, 45)) < 0.6
+    xl[~kept] = np.where(RNG.random(int((~kept).sum())) < 0.5, np.nan, np.inf)
+    for dtype in DTYPES:
+        xr = np.asarray(tf.cast(tf.constant(np.where(kept, xl, 0), dtype), tf.float64))
+        _close(tf_ops.softmax(tf.constant(xl, dtype), mask=kept, scale=0.7),
+               ref.masked_softmax(xr, kept, float(np.float32(0.7))), dtype,
+               "long rows, NaN and inf where masked")
 
 
 def test_gradients_against_compute_gradient_float64():
