@@ -257,6 +257,25 @@ def test_linear_cross_entropy_blocks_weights_xla_and_empty():
         tf_ops.linear_cross_entropy(h, k, labels, chunk_size="big")
 
 
+def test_linear_cross_entropy_narrow_hidden_is_not_blocked():
+    """An [H, V] kernel with fewer than 16 features (too few to split into blocks of
+    features) and a vocabulary long enough to block: one block, as the unfused head."""
+    from tf_ops.python.softmax.linear_cross_entropy import kernel_blocks
+
+    assert kernel_blocks(100, 8, transpose_kernel=False, chunk_size=16) == 1
+    h = tf.constant(RNG.normal(0, 1, (32, 8)), tf.float32)
+    k = tf.constant(RNG.normal(0, 0.3, (8, 100)), tf.float32)
+    labels = tf.constant(RNG.integers(0, 100, 32))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([h, k])
+        ours = tf_ops.linear_cross_entropy(h, k, labels)
+        theirs = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels, tf.matmul(h, k)))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+    for a, e in zip(tape.gradient(ours, [h, k]), tape.gradient(theirs, [h, k])):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("vocab", [32000, 128000])
 def test_linear_cross_entropy_peak_memory_is_a_quarter_of_the_unfused_head(vocab):

@@ -143,7 +143,7 @@ def kernel_blocks(vocab: Optional[int], hidden: Optional[int],
             if vocab % count == 0:
                 return count
         return 1
-    limit = hidden // _MIN_BLOCK_FEATURES
+    limit = max(1, hidden // _MIN_BLOCK_FEATURES)  # 1: too few features to block
     for count in range(min(target, limit), limit + 1):
         if hidden % count == 0:
             return count
