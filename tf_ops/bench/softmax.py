@@ -192,5 +192,6 @@ def main(argv=None) -> None:
                         "--no-ce", "--budget-s", str(args.budget_s), "--vocab", str(vocab)],
                        env={**os.environ, _BFC: "true"}, check=True)
 
+
 if __name__ == "__main__":
     main()

@@ -230,21 +230,19 @@ const char* LaunchSparseCrossEntropy(Dtype dtype, const void* logits,
   return DispatchDtype(dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     return WithRowGroup(cols, kWarpRowCols, [&](auto block_row) {
-      constexpr bool kBlockRow = decltype(block_row)::value;
-      const int blocks = RowGroupBlocks(rows, block_row);
-      const cudaStream_t s = static_cast<cudaStream_t>(stream);
+      const auto launch = [&](auto* label_type) {
+        using L = std::remove_pointer_t<decltype(label_type)>;
+        TF_OPS_LAUNCH(RowGroupBlocks(rows, block_row), kThreadsPerBlock, 0,
+                      static_cast<cudaStream_t>(stream),
+                      CrossEntropyKernel<decltype(block_row)::value, T, L>)(
+            static_cast<const T*>(logits), static_cast<const L*>(labels),
+            static_cast<T*>(loss), static_cast<T*>(dlogits), rows, cols,
+            params);
+      };
       if (labels64) {
-        TF_OPS_LAUNCH(blocks, kThreadsPerBlock, 0, s,
-                      CrossEntropyKernel<kBlockRow, T, int64_t>)(
-            static_cast<const T*>(logits), static_cast<const int64_t*>(labels),
-            static_cast<T*>(loss), static_cast<T*>(dlogits), rows, cols,
-            params);
+        launch(static_cast<int64_t*>(nullptr));
       } else {
-        TF_OPS_LAUNCH(blocks, kThreadsPerBlock, 0, s,
-                      CrossEntropyKernel<kBlockRow, T, int32_t>)(
-            static_cast<const T*>(logits), static_cast<const int32_t*>(labels),
-            static_cast<T*>(loss), static_cast<T*>(dlogits), rows, cols,
-            params);
+        launch(static_cast<int32_t*>(nullptr));
       }
     });
   });

@@ -24,10 +24,9 @@ the accumulator's first value, so no zeros are allocated (a ``tf.zeros`` of the
 kernel's shape would become a constant of that size in the graph).
 Rows per chunk default to 3/16 of the hidden size (the chunk's logits then take 3/16
 of the kernel gradient's memory; 7/32 of it from a vocabulary of 100000 on), and at
-least enough for 1M logits: at 4096 tokens x 512, 24.0% of the unfused head's peak
-memory in 1.06x its time at vocab 32000 and 23.7% in 0.96x at 128000
-(`default_chunk_size`, `kernel_blocks`; measured 2026-12-04 on an AMD EPYC with AVX2,
-`python -m tf_ops.bench.softmax`, TF's default CPU allocator).
+least enough for 1M logits (`default_chunk_size`, `kernel_blocks`). What that costs in
+memory and time against the unfused head: docs/benchmarks.md, "Softmax, cross-entropy
+and the LM head" (`python -m tf_ops.bench.softmax`).
 """
 
 from __future__ import annotations
@@ -83,12 +82,8 @@ def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
     to the next, so the default keeps a margin under a quarter of the unfused head's.
     Speed: oneDNN's matmul of a chunk's rows by an [H, V] kernel runs at half speed from
     128 rows on with AVX2 (512 x 32000: 110-124 GFLOP/s at 96-112 rows, 59-71 at
-    128-160), so the default stays under 128 rows at H = 512. Measured at 4096 tokens x
-    512, float32, fresh processes and one interleaved run each (AMD EPYC, AVX2): at
-    vocab 32000, 96 rows 24.2-24.6% of the unfused head's memory in 1.03x its time, 112
-    rows 24.5-25.1% in 0.96x, 128 rows 24.8% in 1.51x; at 128000, 112 rows 23.1% in
-    1.05x, 96 rows 22.8% in 1.09x, 160 rows 24.6% in 1.20x (blocks of 32 features
-    there; `kernel_blocks` now makes them 64).
+    128-160), so the default stays under 128 rows at H = 512. The chunk sizes measured
+    against each other: docs/benchmarks.md, "Softmax, cross-entropy and the LM head".
 
     Example:
       >>> default_chunk_size(4096, 32000, 512), default_chunk_size(4096, 128000, 512)
@@ -144,13 +139,10 @@ def kernel_blocks(vocab: Optional[int], hidden: Optional[int],
                 return count
         return 1
     limit = max(1, hidden // _MIN_BLOCK_FEATURES)  # 1: too few features to block
-    for count in range(min(target, limit), limit + 1):
-        if hidden % count == 0:
-            return count
-    for count in range(min(target, limit) - 1, 1, -1):
-        if hidden % count == 0:
-            return count
-    return 1
+    start = min(target, limit)
+    # The first divisor from the target count up, else the largest below it.
+    candidates = [*range(start, limit + 1), *range(start - 1, 1, -1)]
+    return next((count for count in candidates if hidden % count == 0), 1)
 
 
 def linear_cross_entropy(hidden: TensorLike, kernel: TensorLike, labels: TensorLike,
