@@ -27,10 +27,11 @@ def _images(shape=(4, 6, 6, 3)):
     return RNG.normal(0, 1, shape).astype("float32")
 
 
-def _conv_bn(activation_layer, bn_kwargs=None):
+def _conv_bn(activation_layer, bn_kwargs=None, conv_activation=None):
     keras.utils.set_random_seed(0)
     inputs = keras.Input((6, 6, 3))
-    x = keras.layers.Conv2D(5, 3, use_bias=False)(inputs)
+    x = keras.layers.Conv2D(5, 3, use_bias=False, activation=conv_activation,
+                            name="conv")(inputs)
     x = keras.layers.BatchNormalization(name="bn", **(bn_kwargs or {}))(x)
     x = activation_layer(x)
     x = keras.layers.GlobalAveragePooling2D()(x)
@@ -141,7 +142,9 @@ def test_dense_then_activation_layer_is_one_op():
     keras.layers.LeakyReLU(negative_slope=0.3), keras.layers.Activation("linear")])
 @pytest.mark.parametrize("training", [True, False])
 def test_batch_norm_and_activation_fused(activation, training):
-    model = _conv_bn(activation)
+    # The convolution has an activation of its own, so the batch norm is not folded into
+    # it at inference (test_conv_batch_norm_folded_at_inference): the fused ops run.
+    model = _conv_bn(activation, conv_activation="tanh")
     data = _images()
     assert_close(*stock_and_patched(model, data, training=training))
     ops = fused_op_types(model, data, training)
@@ -182,12 +185,132 @@ def test_pairs_only_where_exact():
     with tf_ops.patch_keras():
         pairs = {r.layers for r in tf_ops.patch_summary(model).fused}
         assert "bn + act" in pairs and not any("+" in p and "relu2" in p for p in pairs)
-        assert not any("+" in r.layers for r in tf_ops.patch_summary(features).fused)
+        # (The convolution + batch norm fold stays: the batch norm's output is exact.)
+        assert not any("act" in r.layers for r in tf_ops.patch_summary(features).fused)
         shared = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
         layer = shared.layers[0]
         twice = keras.Sequential([keras.Input((3,)), layer, keras.layers.Activation("gelu"),
                                   layer])
         assert not any("+" in r.layers for r in tf_ops.patch_summary(twice).fused)
+
+
+# --- a batch norm folded into the convolution before it (inference) ----------------------
+
+def _conv_bn_block(conv, tail, shape=(4, 7, 7, 3), frozen=False):
+    """conv -> BatchNormalization (random moving statistics) -> `tail` (layers, or "add":
+    ResNet's block end, the batch norm's output added to the input's projection)."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input(shape[1:])
+    x = conv(inputs)
+    bn = keras.layers.BatchNormalization(name="bn", epsilon=1e-3)
+    x = bn(x)
+    if tail == "add":
+        x = keras.layers.Add()([x, keras.layers.Conv2D(x.shape[-1], 1, padding="same",
+                                                       strides=conv.strides)(inputs)])
+        x = keras.layers.Activation("relu")(x)
+    else:
+        for layer in tail:
+            x = layer(x)
+    x = keras.layers.Flatten()(x)
+    model = keras.Model(inputs, keras.layers.Dense(3)(x))
+    rng = np.random.default_rng(5)
+    channels = bn.moving_mean.shape[0]
+    bn.moving_mean.assign(rng.normal(0, 0.5, channels).astype("float32"))
+    bn.moving_variance.assign(rng.uniform(0.2, 2.0, channels).astype("float32"))
+    bn.gamma.assign(rng.uniform(0.5, 1.5, channels).astype("float32"))
+    bn.beta.assign(rng.normal(0, 0.3, channels).astype("float32"))
+    bn.trainable = not frozen
+    return model
+
+
+FOLDED_CONVS = {
+    "conv2d": lambda: keras.layers.Conv2D(6, 3, padding="same", name="conv"),
+    "conv2d no bias, strided": lambda: keras.layers.Conv2D(4, 3, strides=2, padding="same",
+                                                           use_bias=False, name="conv"),
+    "conv2d groups": lambda: keras.layers.Conv2D(6, 1, groups=3, name="conv"),
+    "depthwise": lambda: keras.layers.DepthwiseConv2D(3, depth_multiplier=2, padding="same",
+                                                      name="conv"),
+}
+
+
+@pytest.mark.parametrize("conv", list(FOLDED_CONVS))
+@pytest.mark.parametrize("tail", ["relu", "swish", "none", "add"])
+def test_conv_batch_norm_folded_at_inference(conv, tail):
+    """Inference: the batch norm (and the activation after it) is the convolution's
+    kernel and bias: no batch-norm op, the same outputs and gradients as Keras's;
+    training (batch statistics) runs the fused batch-norm op instead."""
+    layers = {"relu": [keras.layers.ReLU(name="act")],
+              "swish": [keras.layers.Activation("swish", name="act")], "none": [],
+              "add": "add"}[tail]
+    model = _conv_bn_block(FOLDED_CONVS[conv](), layers)
+    data = _images((4, 7, 7, 3))
+    assert_close(*stock_and_patched(model, data, training=False))
+    ops = fused_op_types(model, data, training=False)
+    assert not any("BatchNorm" in op for op in ops), ops
+    assert ops == ({"TfOps>BiasSwish", "TfOps>BiasSwishGrad"} if tail == "swish" else set())
+    assert_close(*stock_and_patched(model, data, training=True))
+    assert "TfOps>BatchNormTraining" in fused_op_types(model, data, training=True)
+    with tf_ops.patch_keras():
+        rows = {r.layers: r.detail for r in tf_ops.patch_summary(model).fused}
+    act = {"relu": "relu", "swish": "swish"}.get(tail, "linear")
+    assert rows["conv + bn"] == ("batch norm folded into the convolution with its moving "
+                                 f"statistics (then bias + {act} in one op)"), rows
+
+
+def test_conv_batch_norm_folded_when_frozen_in_training():
+    """A frozen batch norm (trainable=False) uses its moving statistics in training too
+    (Keras's fine-tuning): folded there, with the convolution's gradients Keras's."""
+    model = _conv_bn_block(FOLDED_CONVS["conv2d"](), [keras.layers.ReLU()], frozen=True)
+    data = _images((4, 7, 7, 3))
+    assert_close(*stock_and_patched(model, data, training=True))
+    assert not any("BatchNorm" in op for op in fused_op_types(model, data, training=True))
+
+
+def test_conv_batch_norm_fold_in_predict_and_a_compiled_model():
+    """model.predict (Keras's predict function, training=False): the fold's outputs."""
+    model = _conv_bn_block(FOLDED_CONVS["depthwise"](), [keras.layers.Activation("swish")])
+    data = _images((8, 7, 7, 3))
+    stock = model.predict(data, verbose=0)
+    with tf_ops.patch_keras():
+        patched_model = keras.models.clone_model(model)
+        patched_model.set_weights(model.get_weights())
+        patched = patched_model.predict(data, verbose=0)
+        called = patched_model(data)  # no training argument: inference
+    np.testing.assert_allclose(patched, stock, rtol=2e-5, atol=2e-6 * np.abs(stock).max())
+    np.testing.assert_allclose(called, stock, rtol=2e-5, atol=2e-6 * np.abs(stock).max())
+
+
+def test_conv_batch_norm_not_folded_where_inexact():
+    """Not folded: the convolution's output needed as it is (a second consumer, a model
+    output), a convolution with its own activation, another channel axis, mixed
+    precision (Keras normalises in float32 there), a shared convolution; the outputs
+    are Keras's in each case."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6, 6, 3))
+    conv = keras.layers.Conv2D(4, 3, name="twice_used")
+    z = conv(inputs)
+    both = keras.layers.Add()([keras.layers.BatchNormalization(name="bn1")(z), z])
+    y = keras.layers.Conv2D(4, 1, activation="relu", name="own_act")(both)
+    y = keras.layers.BatchNormalization(name="bn2")(y)
+    y = keras.layers.Conv2D(4, 1, name="other_axis")(y)
+    y = keras.layers.BatchNormalization(axis=1, name="bn3")(y)
+    model = keras.Model(inputs, y)
+    features = keras.Model(inputs, keras.layers.Concatenate()(
+        [z, keras.layers.BatchNormalization(name="bn4")(z)]))
+    data = _images()
+    assert_close(*stock_and_patched(model, data, training=False))
+    assert_close(*stock_and_patched(features, data, training=False))
+    with tf_ops.patch_keras():
+        for m in (model, features):
+            assert not [r for r in tf_ops.patch_summary(m).fused if "folded" in r.detail]
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        half = _conv_bn_block(FOLDED_CONVS["conv2d"](), [keras.layers.ReLU()])
+    finally:
+        keras.config.set_dtype_policy("float32")
+    with tf_ops.patch_keras():
+        assert not [r for r in tf_ops.patch_summary(half).fused if "folded" in r.detail]
+    assert "TfOps>BatchNormInference" in fused_op_types(half, _images((4, 7, 7, 3)), False)
 
 
 # --- norms, softmax, attention, loss ----------------------------------------------------
@@ -506,7 +629,10 @@ def test_stock_file_loaded_while_patched_runs_fused(tmp_path):
         got = loaded(data, training=False).numpy()
         assert type(loaded.get_layer("bn")) is keras.layers.BatchNormalization
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    assert "TfOps>BatchNormInference" in fused_op_types(loaded, data, training=False)
+    # Inference: the batch norm folded into the convolution, the swish with its bias.
+    assert fused_op_types(loaded, data, training=False) == {"TfOps>BiasSwish",
+                                                           "TfOps>BiasSwishGrad"}
+    assert "TfOps>BatchNormTraining" in fused_op_types(loaded, data, training=True)
 
 
 def _jit_train_step(model, x) -> tuple[dict[str, np.ndarray], set[str]]:
@@ -775,6 +901,6 @@ def test_summary_of_an_unpatched_model_says_what_the_patch_would_do():
     assert not state.active_families()
     text = str(summary)
     assert "not active now: what it would do" in text
-    assert [r.layers for r in summary.fused] == ["bn + swish"]
-    assert "tf_ops has no op for: Conv2D x1, GlobalAveragePooling2D x1" in text
-    assert summary.fused[0].detail == "batch norm + swish in one op"
+    assert [r.layers for r in summary.fused] == ["conv + bn", "bn + swish"]
+    assert "tf_ops has no op for: GlobalAveragePooling2D x1" in text
+    assert summary.fused[1].detail == "batch norm + swish in one op"

@@ -34,10 +34,12 @@ NAMES = list(model_zoo.CASES)
 
 # What each model's summary must list as running fused (a substring of a row's detail),
 # and as left.
+FOLDED = "batch norm folded into the convolution with its moving statistics (then bias + "
 FUSED = {
-    "EfficientNetB0": ["batch norm + swish in one op"],
-    "MobileNetV3Small": ["batch norm + relu in one op", "batch norm + hard_swish in one op"],
-    "ResNet50": ["batch norm + relu in one op"],
+    "EfficientNetB0": ["batch norm + swish in one op", FOLDED + "swish", FOLDED + "linear"],
+    "MobileNetV3Small": ["batch norm + relu in one op", "batch norm + hard_swish in one op",
+                         FOLDED + "relu", FOLDED + "hard_swish"],
+    "ResNet50": ["batch norm + relu in one op", FOLDED + "relu", FOLDED + "linear"],
     "ConvNeXtTiny": ["fused layer norm", "bias + gelu in one op"],
     "GPT-2": ["fused layer norm", "bias + gelu in one op", "scale + mask + softmax",
               "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy"],
@@ -79,14 +81,17 @@ def test_matches_stock_keras_to_float32_rounding(name, built):
         keras.config.set_dtype_policy("float32")
     for v64, v in zip(b64.model.variables, b.model.variables):
         v64.assign(np.asarray(v.numpy()).astype(v64.dtype))
-    stock, patched = stock_and_patched(b.model, b.x, b.y, b.loss)
-    reference = step(b64.model, b.x, b.y, b64.loss)
-    stock_error, patched_error = relative_errors(stock, reference), relative_errors(patched,
-                                                                                    reference)
-    for kind, error in patched_error.items():
-        # The loss is one number: its error follows the outputs' (float32 noise).
-        bound = max(stock_error[kind], stock_error["output"] if kind == "loss" else 0.0)
-        assert error <= 3 * bound + 1e-6, (kind, patched_error, stock_error)
+    # Training (batch statistics), and inference (the batch norms folded into the
+    # convolutions: another order of the same products).
+    for training in (True, False):
+        stock, patched = stock_and_patched(b.model, b.x, b.y, b.loss, training=training)
+        reference = step(b64.model, b.x, b.y, b64.loss, training=training)
+        stock_error = relative_errors(stock, reference)
+        patched_error = relative_errors(patched, reference)
+        for kind, error in patched_error.items():
+            # The loss is one number: its error follows the outputs' (float32 noise).
+            bound = max(stock_error[kind], stock_error["output"] if kind == "loss" else 0.0)
+            assert error <= 3 * bound + 1e-6, (training, kind, patched_error, stock_error)
 
     summary = tf_ops.patch_summary(b.model)
     text = str(summary)

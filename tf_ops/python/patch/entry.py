@@ -12,7 +12,8 @@ FAMILIES: dict[str, str] = {
                   "ReLU, LeakyReLU, ELU)",
     "dense": "Dense's bias + activation in one op: its own activation, or an activation "
              "layer right after it; EinsumDense's bias of several axes in one BiasAdd",
-    "batch_norm": "BatchNormalization, fused with an activation layer right after it",
+    "batch_norm": "BatchNormalization, fused with an activation layer right after it; at "
+                  "inference folded into a convolution right before it",
     "norm": "LayerNormalization, RMSNormalization and keras-hub's RMS norms",
     "softmax": "softmax: the Softmax layer (masks), attention (MultiHeadAttention), the "
                "softmax activation",

@@ -20,7 +20,19 @@ second layer's call by the identity. A pair is fused only where that is exact:
   same layers, ``Model(inputs, bn.output)``, has no pair there and gets the batch
   norm's own output).
 Everything else about calling the layers is Keras's: ``training`` injection, masks,
-autocasting, the moving-average updates. Under ``jit_compile`` on the CPU, pairs of the
+autocasting, the moving-average updates.
+
+A convolution followed by a batch norm (``Conv2D -> BatchNormalization``, with or
+without an activation after it) is folded the same way (`Fold`): when the batch norm
+uses its moving statistics (inference, or a frozen layer), the convolution's patched
+``call`` convolves with the kernel scaled by the batch norm's ``s`` and adds its
+shift in the bias (`tf_ops.python.batch_norm.folding`), and the batch norm's call (and
+the activation's, where it is the pair's) passes its input on. When the batch norm
+computes batch statistics (training), both run as the pair above. The conditions are
+the pair's, for the convolution and the batch norm (each called once, the conv's
+output feeding only the batch norm); besides, the convolution has no activation of
+its own, is not quantized, and has the batch norm's channel axis, and both compute in
+float32 or float64. Under ``jit_compile`` on the CPU, pairs of the
 families left to XLA there (`xla_cpu.LEFT`) are not fused.
 """
 
@@ -35,14 +47,19 @@ from typing import Any, Callable
 import keras
 from keras.src import tree
 
-from tf_ops.python.batch_norm.activation_spec import ActivationSpec
+from tf_ops.python.batch_norm import folding as folding_math
+from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
 from tf_ops.python.patch import activations, state, xla_cpu
 
 RUN_THROUGH_GRAPH = "keras.src.models.functional:Functional._run_through_graph"
 BATCH_NORM_CALL = "keras.src.layers.normalization.batch_normalization:BatchNormalization.call"
+CONV_CALL = "keras.src.layers.convolutional.base_conv:BaseConv.call"
+DEPTHWISE_CONV_CALL = "keras.src.layers.convolutional.base_depthwise_conv:BaseDepthwiseConv.call"
 DENSE_CALL = "keras.src.layers.core.dense:Dense.call"
 
+_IDENTITY = resolve(None)
 _PAIRED: contextvars.ContextVar = contextvars.ContextVar("tf_ops_patch_paired", default=None)
+_FOLDING: contextvars.ContextVar = contextvars.ContextVar("tf_ops_patch_folding", default=None)
 
 
 def paired_activation(layer: keras.layers.Layer) -> ActivationSpec | None:
@@ -50,6 +67,16 @@ def paired_activation(layer: keras.layers.Layer) -> ActivationSpec | None:
     value = _PAIRED.get()
     if value is not None and value[0] is layer:
         return value[1]
+    return None
+
+
+def folding(layer: keras.layers.Layer) -> tuple["Fold", set] | None:
+    """The fold the running model's plan gives the convolution `layer`, and the set
+    of batch norms (ids) folded in this run (the convolution adds its batch norm when
+    it folds it), or None."""
+    value = _FOLDING.get()
+    if value is not None and value[0].conv is layer:
+        return value
     return None
 
 
@@ -80,9 +107,64 @@ def _first_family(layer: keras.layers.Layer) -> str | None:
     return None
 
 
-def find_pairs(function: Any, xla_on_cpu: bool = False) -> list[Pair]:
-    """The pairs of `function` (a functional model's graph) that run fused now; where
-    `xla_on_cpu`, not those of the families left to XLA there (`xla_cpu.LEFT`)."""
+@dataclasses.dataclass(frozen=True)
+class Fold:
+    """A convolution and the batch norm after it (and the activation of the batch
+    norm's pair, or the identity), folded when the batch norm uses its moving
+    statistics."""
+
+    conv: keras.layers.Layer
+    batch_norm: keras.layers.Layer
+    activation: ActivationSpec
+
+
+def _foldable_conv(conv: Any, batch_norm: keras.layers.BatchNormalization) -> bool:
+    """Whether `conv` is a convolution `batch_norm` folds into now (see the module)."""
+    depthwise = isinstance(conv, keras.layers.DepthwiseConv2D) or isinstance(
+        conv, keras.layers.DepthwiseConv1D)
+    target = DEPTHWISE_CONV_CALL if depthwise else CONV_CALL
+    patched = state.installed(target)
+    if patched is None or not isinstance(conv, keras.layers.Layer) or type(conv).call is not patched:
+        return False
+    own = activations.of_function(conv.activation)
+    if own is None or own.entry is not None or getattr(conv, "quantization_mode", None):
+        return False
+    rank = conv.rank + 2
+    channel = 1 if conv.data_format == "channels_first" else rank - 1
+    axis = batch_norm.axis
+    return (isinstance(axis, int) and axis % rank == channel
+            and conv.compute_dtype == batch_norm.compute_dtype
+            and conv.compute_dtype in folding_math.FOLDED_DTYPES)
+
+
+def find_folds(function: Any, pairs: list[Pair], xla_on_cpu: bool = False) -> list[Fold]:
+    """The convolution + batch norm folds of `function` (a functional model's graph);
+    none where `xla_on_cpu` and the batch-norm family is left to XLA there."""
+    if xla_on_cpu and "batch_norm" in xla_cpu.LEFT:
+        return []
+    nodes, calls, consumers, outputs = _graph(function)
+    by_first = {id(p.first): p for p in pairs}
+    folds = []
+    for node in nodes:
+        bn = node.operation
+        if (not isinstance(bn, keras.layers.BatchNormalization) or node.is_input
+                or len(node.input_tensors) != 1 or _first_family(bn) != "batch_norm"):
+            continue
+        t = node.input_tensors[0]
+        conv = t._keras_history.operation
+        if (calls[id(conv)] != 1 or calls[id(bn)] != 1 or consumers[id(t)] != 1
+                or id(t) in outputs or len(tree.flatten(node.arguments.args)) != 1
+                or any(v is not None for v in node.arguments.kwargs.values())
+                or not _foldable_conv(conv, bn)):
+            continue
+        pair = by_first.get(id(bn))
+        folds.append(Fold(conv, bn, pair.activation if pair else _IDENTITY))
+    return folds
+
+
+def _graph(function: Any):
+    """The nodes of `function`, how often each operation is called, how many nodes
+    consume each tensor, and the ids of the outputs."""
     nodes = [node for depth in function._nodes_by_depth.values() for node in depth]
     calls = collections.Counter(id(node.operation) for node in nodes if node.operation)
     consumers: dict[int, int] = collections.Counter()
@@ -90,6 +172,13 @@ def find_pairs(function: Any, xla_on_cpu: bool = False) -> list[Pair]:
         for t in node.input_tensors:
             consumers[id(t)] += 1
     outputs = {id(t) for t in tree.flatten(function.outputs)}
+    return nodes, calls, consumers, outputs
+
+
+def find_pairs(function: Any, xla_on_cpu: bool = False) -> list[Pair]:
+    """The pairs of `function` (a functional model's graph) that run fused now; where
+    `xla_on_cpu`, not those of the families left to XLA there (`xla_cpu.LEFT`)."""
+    nodes, calls, consumers, outputs = _graph(function)
     pairs = []
     for node in nodes:
         second = node.operation
@@ -117,6 +206,8 @@ class Plan:
     generation: int
     first: dict  # id(layer) -> Pair
     second: frozenset  # id(layer)
+    folds: dict  # id(conv) -> Fold
+    folded: dict  # id(batch norm) -> Fold
 
 
 _plans: "weakref.WeakKeyDictionary[Any, dict[bool, Plan]]" = weakref.WeakKeyDictionary()
@@ -131,8 +222,10 @@ def plan(function: Any) -> Plan:
     if cached is not None and cached.generation == state.generation:
         return cached
     pairs = find_pairs(function, xla_on_cpu)
+    folds = find_folds(function, pairs, xla_on_cpu)
     made = Plan(state.generation, {id(p.first): p for p in pairs},
-                frozenset(id(p.second) for p in pairs))
+                frozenset(id(p.second) for p in pairs),
+                {id(f.conv): f for f in folds}, {id(f.batch_norm): f for f in folds})
     plans[xla_on_cpu] = made
     return made
 
@@ -151,6 +244,24 @@ def _passed_on(*args, **kwargs):
     return args[0]
 
 
+def _folding_conv(call: Callable, fold: Fold, folded: set) -> Callable:
+    def run(*args, **kwargs):
+        token = _FOLDING.set((fold, folded))
+        try:
+            return call(*args, **kwargs)
+        finally:
+            _FOLDING.reset(token)
+    return run
+
+
+def _folded_or_run(call: Callable, batch_norm: keras.layers.Layer, folded: set) -> Callable:
+    """The batch norm's call: its input passed on where its convolution folded it in
+    this run, else `call`."""
+    def run(*args, **kwargs):
+        return args[0] if id(batch_norm) in folded else call(*args, **kwargs)
+    return run
+
+
 def make_run_through_graph(original: Callable) -> Callable:
     """`Functional._run_through_graph` that runs the model's pairs fused (not while
     Keras traces shapes with symbolic tensors, nor for a custom `call_fn`)."""
@@ -159,16 +270,23 @@ def make_run_through_graph(original: Callable) -> Callable:
         if kwargs.get("call_fn") is None and not any(
                 isinstance(x, keras.KerasTensor) for x in tree.flatten(inputs)):
             steps = plan(self)
-            if steps.first:
+            if steps.first or steps.folds:
                 inner = operation_fn
+                folded: set = set()  # the batch norms folded in this run
 
                 def operation_fn(op):
+                    fold = steps.folds.get(id(op))
+                    if fold is not None:
+                        return _folding_conv(inner(op), fold, folded)
                     pair = steps.first.get(id(op))
+                    call = inner(op) if pair is None else _fused_first(inner(op), pair)
+                    if id(op) in steps.folded:
+                        return _folded_or_run(call, op, folded)
                     if pair is not None:
-                        return _fused_first(inner(op), pair)
+                        return call
                     if id(op) in steps.second:
                         return _passed_on
-                    return inner(op)
+                    return call
         return original(self, inputs, operation_fn, **kwargs)
 
     return _run_through_graph

@@ -14,6 +14,9 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
+from keras.src.backend.common import global_state
+
+from tf_ops.python.batch_norm import folding as batch_norm_folding
 from tf_ops.python.batch_norm import functions as batch_norm_functions
 from tf_ops.python.batch_norm import layers as batch_norm_layers
 from tf_ops.python.batch_norm.activation_spec import resolve
@@ -21,7 +24,7 @@ from tf_ops.python.core.composite import xla_lowered
 from tf_ops.python.fused.dense import bias_activation_call, bias_add
 from tf_ops.python.norm import layers as norm_layers
 from tf_ops.python.patch import activations
-from tf_ops.python.patch.functional import paired_activation
+from tf_ops.python.patch.functional import folding, paired_activation
 from tf_ops.python.softmax import layers as softmax_layers
 
 FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
@@ -128,6 +131,34 @@ def make_batch_norm_call(original: Callable) -> Callable:
                 or _xla_without_lowering(_BATCH_NORM_LOWERED)):
             return spec.apply(keras_call(inputs, training=training, mask=mask))
         return batch_norm_layers.fused_call(self, inputs, training, mask, spec, keras_call)
+    return call
+
+
+# --- Conv, DepthwiseConv: a batch norm after them folded in (functional.Fold) ------------
+
+def _uses_moving_statistics(batch_norm: keras.layers.BatchNormalization) -> bool:
+    """Whether `batch_norm`, the next layer of the running model, will normalise with its
+    moving statistics. Keras resolves its ``training`` as it resolved the convolution's
+    (the model's argument, else the call context's, which the convolution's call has
+    just set): so the context's value now is the one the batch norm will get. A symbolic
+    ``training`` (a tensor) is not folded."""
+    context = global_state.get_global_attribute("current_call_ctx")
+    training = None if context is None else context.get_value("training")
+    if training is not None and not isinstance(training, bool):
+        return False
+    return not (training and batch_norm.trainable)
+
+
+def make_conv_call(original: Callable) -> Callable:
+    def call(self, inputs):
+        found = folding(self)
+        if (found is None or not floating(inputs)
+                or not _uses_moving_statistics(found[0].batch_norm)
+                or not batch_norm_folding.cheaper_than_a_pass(self, inputs)):
+            return original(self, inputs)
+        fold, folded = found
+        folded.add(id(fold.batch_norm))
+        return batch_norm_folding.folded_conv(self, fold.batch_norm, inputs, fold.activation)
     return call
 
 

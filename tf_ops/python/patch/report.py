@@ -126,6 +126,8 @@ def _describe(layer, entries) -> tuple[str, str] | None:
                 spec = activations.of_function(act) if callable(act) else None
                 return "fused", does.format(act=activations.display_name(spec))
         target = _patched_by(layer)
+        if target in (functional.CONV_CALL, functional.DEPTHWISE_CONV_CALL):
+            return None  # a convolution with no batch norm to fold: Keras's own
         why = _TARGET_REASONS[target](layer) if target in _TARGET_REASONS else None
         if why is not None:
             return "left", why
@@ -167,11 +169,14 @@ def _entries_by_target(entries, target):
 def summarize(model: keras.Model, entries: tuple[Entry, ...], note: str = "") -> ModelSummary:
     """The summary of `model` under what is patched now."""
     layers = list(model._flatten_layers(include_self=False, recursive=True))
-    pairs = []
+    pairs, folds = [], []
     for graph in [model, *layers]:
         if hasattr(graph, "_nodes_by_depth") and state.installed(functional.RUN_THROUGH_GRAPH):
-            pairs += functional.find_pairs(graph)
+            found = functional.find_pairs(graph)
+            pairs += found
+            folds += functional.find_folds(graph, found)
     paired = {id(p.first): p for p in pairs}
+    folded = {id(f.conv): f for f in folds}
     seconds = {id(p.second) for p in pairs}
     fused, left, no_op = [], [], collections.Counter()
     if getattr(type(model).train_step, "__tf_ops_patch__", None) == causal_lm.TRAIN_STEP:
@@ -187,6 +192,14 @@ def summarize(model: keras.Model, entries: tuple[Entry, ...], note: str = "") ->
             e.does for e in _entries_by_target(entries, optimizers.ADAM_UPDATE_STEP))))
     for layer in layers:
         if id(layer) in seconds:
+            continue
+        fold = folded.get(id(layer))
+        if fold is not None:
+            act = activations.display_name(fold.activation)
+            fused.append(Row(f"{layer.name} + {fold.batch_norm.name}",
+                             f"{type(layer).__name__} + {type(fold.batch_norm).__name__}",
+                             f"batch norm folded into the convolution with its moving "
+                             f"statistics (then bias + {act} in one op)"))
             continue
         pair = paired.get(id(layer))
         if pair is not None:

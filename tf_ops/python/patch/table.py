@@ -37,11 +37,19 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(functional.BATCH_NORM_CALL, ("batch_norm",), keras_layers.make_batch_norm_call,
           "TfOps>BatchNormTraining / BatchNormInference, with the activation after it fused",
           label="keras.layers.BatchNormalization"),
+    # A batch norm with its moving statistics, folded into the convolution before it.
+    Entry(functional.CONV_CALL, ("batch_norm",), keras_layers.make_conv_call,
+          "a BatchNormalization after it folded in at inference: the kernel scaled, then "
+          "one bias + activation op", label="keras.layers.Conv1D/2D/3D (+ batch norm)"),
+    Entry(functional.DEPTHWISE_CONV_CALL, ("batch_norm",), keras_layers.make_conv_call,
+          "a BatchNormalization after it folded in at inference: the kernel scaled, then "
+          "one bias + activation op", label="keras.layers.DepthwiseConv1D/2D (+ batch norm)"),
     # Both families fuse an activation layer into the layer before it.
     Entry(functional.RUN_THROUGH_GRAPH, ("batch_norm", "dense"),
           functional.make_run_through_graph,
-          "fuses an activation layer into the BatchNormalization or Dense before it",
-          label="functional models: layer + activation pairs"),
+          "fuses an activation layer into the BatchNormalization or Dense before it, and "
+          "a BatchNormalization at inference into the convolution before it",
+          label="functional models: layer + activation pairs, conv + batch norm folds"),
     # --- norm --------------------------------------------------------------------------
     Entry(f"{_LAYERS}.normalization.layer_normalization:LayerNormalization.call", ("norm",),
           keras_layers.make_layer_norm_call, "TfOps>LayerNorm",

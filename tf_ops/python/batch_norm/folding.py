@@ -1,0 +1,109 @@
+"""A batch norm that uses its moving statistics, folded into the convolution before it.
+
+With the moving statistics (inference, or a frozen layer) a batch norm is a per-channel
+affine map, ``BN(z) = z * s + t`` with ``s = gamma * rsqrt(moving_variance + epsilon)``
+and ``t = beta - moving_mean * s`` (Keras's ``batch_normalization`` computes these same
+``s`` and ``t``). After a convolution ``z = conv(x, W) + b`` it is the convolution
+itself, with the kernel's output channels scaled: ``conv(x, W * s) + (b * s + t)``. So
+the normalisation costs no pass over the activations at all: the scaled kernel is
+computed per call from the layers' own variables (a pass over the weights, not the
+activations: so only where the kernel is the smaller of the two, `cheaper_than_a_pass`),
+and the bias + activation after the convolution is one op (TensorFlow's
+``BiasAdd`` and ``Relu``, which grappler fuses into the convolution on the CPU, or a
+``TfOps>Bias{Act}`` op for the other activations).
+
+The same values in another order: float32 rounding (the products ``W * s`` are rounded
+once, where Keras rounds ``z`` and then ``z * s``). `tf_ops.patch_keras()` folds a
+``Conv`` or ``DepthwiseConv`` layer and the ``BatchNormalization`` after it wherever the
+model's graph has that pair (`tf_ops.python.patch.functional`); the layers, weights and
+files stay Keras's, and a training call (batch statistics) runs them unfolded.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from tf_ops.python.activation import functions as activations
+from tf_ops.python.batch_norm.activation_spec import ActivationSpec
+
+# The activations TensorFlow's own ops compute after a BiasAdd, where grappler's remapper
+# fuses BiasAdd + activation into the convolution on the CPU (_FusedConv2D): nothing left
+# for a tf_ops op to save there.
+_TENSORFLOW_AFTER_BIAS = {"leaky_relu": {(("alpha", 0.0),): tf.nn.relu}}
+
+# The compute dtypes folded: where Keras's batch norm also computes in that dtype. Under
+# mixed precision Keras normalises in float32 (a cast up and down); a half-precision
+# kernel scaled by s would round differently from that, so those pairs run unfolded.
+FOLDED_DTYPES = ("float32", "float64")
+
+
+def cheaper_than_a_pass(conv: keras.layers.Layer, inputs) -> bool:
+    """Whether folding costs less than the batch norm's own pass over the convolution's
+    output: the kernel, scaled at every call, has fewer elements than that output (a
+    batch of one where the batch is not known when the graph is built). ResNet50's last
+    stage at batch 8 is the other way round (7x7x2048 outputs per image, a 1x1x512x2048
+    kernel): there the batch norm runs its fused op after the convolution."""
+    shape = tuple(inputs.shape)
+    if None in shape[1:]:
+        return False
+    output = conv.compute_output_shape((shape[0] or 1,) + shape[1:])
+    kernel = conv.kernel.shape
+    return math.prod(kernel) <= math.prod(output)
+
+
+def scale_and_shift(layer: keras.layers.BatchNormalization, dtype) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(s, t)`` with ``layer``'s inference ``BN(z) = z * s + t``, in `dtype`.
+
+    Example:
+      >>> bn = keras.layers.BatchNormalization(epsilon=0.0)
+      >>> bn.build((None, 2))
+      >>> [v.numpy().tolist() for v in scale_and_shift(bn, tf.float32)]
+      [[1.0, 1.0], [0.0, 0.0]]
+    """
+    mean = tf.cast(layer.moving_mean, dtype)
+    s = tf.math.rsqrt(tf.cast(layer.moving_variance, dtype) + layer.epsilon)
+    if layer.scale:
+        s = s * tf.cast(layer.gamma, dtype)
+    t = -mean * s
+    if layer.center:
+        t = tf.cast(layer.beta, dtype) + t
+    return s, t
+
+
+def _bias_activation(x: tf.Tensor, bias: tf.Tensor, spec: ActivationSpec,
+                     data_format: str) -> tf.Tensor:
+    """``spec(x + bias)`` with the bias on the channel axis (`data_format` ``"NHWC"``:
+    the last, ``"NCHW"``: axis 1, whatever x's rank), as one op."""
+    if spec.entry is None:
+        return tf.nn.bias_add(x, bias, data_format=data_format)
+    tensorflow_op = _TENSORFLOW_AFTER_BIAS.get(spec.entry.function, {}).get(tuple(spec.attrs))
+    if tensorflow_op is not None:
+        return tensorflow_op(tf.nn.bias_add(x, bias, data_format=data_format))
+    return activations.FUNCTIONS[spec.entry.function](
+        x, **dict(spec.attrs), bias=bias, data_format=data_format)
+
+
+def folded_conv(conv: keras.layers.Layer, batch_norm: keras.layers.BatchNormalization,
+                inputs, spec: ActivationSpec) -> tf.Tensor:
+    """``spec(batch_norm(conv(inputs)))`` with `batch_norm`'s moving statistics, as one
+    convolution by the scaled kernel and one bias + activation op. `conv` is a Keras
+    ``Conv1D/2D/3D`` or ``DepthwiseConv1D/2D`` without an activation of its own, and
+    `batch_norm` normalises its channel axis."""
+    dtype = tf.as_dtype(conv.compute_dtype)
+    s, t = scale_and_shift(batch_norm, dtype)
+    kernel = tf.cast(conv.kernel, dtype)
+    depthwise = isinstance(conv, keras.src.layers.convolutional.base_depthwise_conv
+                           .BaseDepthwiseConv)
+    if depthwise:  # [..., in, multiplier]: output channel c * multiplier + m
+        kernel = kernel * tf.reshape(s, kernel.shape[-2:])
+        outputs = keras.ops.depthwise_conv(
+            inputs, kernel, strides=conv.strides, padding=conv.padding,
+            dilation_rate=conv.dilation_rate, data_format=conv.data_format)
+    else:  # [..., in / groups, filters]
+        outputs = conv.convolution_op(inputs, kernel * s)
+    bias = t if not conv.use_bias else tf.cast(conv.bias, dtype) * s + t
+    data_format = "NCHW" if conv.data_format == "channels_first" else "NHWC"
+    return _bias_activation(tf.convert_to_tensor(outputs), bias, spec, data_format)
