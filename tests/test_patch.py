@@ -57,8 +57,8 @@ def test_families_and_undo_restore_keras():
     with tf_ops.patch_keras(only="softmax", exclude=()) as patch:
         assert patch.families == ("softmax",) and patch.active
     assert not patch.active and not state.active_families()
-    with pytest.raises(ValueError, match="unknown families \\['conv'\\]"):
-        tf_ops.patch_keras(only=("conv",))
+    with pytest.raises(ValueError, match="unknown families \\['pooling'\\]"):
+        tf_ops.patch_keras(only=("pooling",))
 
 
 def test_report_says_what_was_patched_and_what_was_left(capsys):
@@ -255,6 +255,22 @@ def test_conv_batch_norm_folded_at_inference(conv, tail):
     act = {"relu": "relu", "swish": "swish"}.get(tail, "linear")
     assert rows["conv + bn"] == ("batch norm folded into the convolution with its moving "
                                  f"statistics (then bias + {act} in one op)"), rows
+
+
+@pytest.mark.parametrize("conv, shape", [
+    (lambda: keras.layers.Conv3D(4, 2, name="conv"), (2, 4, 5, 5, 3)),
+    (lambda: keras.layers.DepthwiseConv1D(3, depth_multiplier=3, name="conv"), (3, 9, 2)),
+], ids=["conv3d", "depthwise1d"])
+def test_conv_batch_norm_folded_at_other_ranks(conv, shape):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input(shape[1:])
+    x = keras.layers.BatchNormalization(name="bn")(conv()(inputs))
+    x = keras.layers.Activation("gelu", name="act")(x)
+    model = keras.Model(inputs, keras.layers.Dense(2)(keras.layers.Flatten()(x)))
+    data = RNG.normal(0, 1, shape).astype("float32")
+    assert_close(*stock_and_patched(model, data, training=False))
+    assert fused_op_types(model, data, training=False) == {"TfOps>BiasGelu",
+                                                           "TfOps>BiasGeluGrad"}
 
 
 def test_conv_batch_norm_folded_when_frozen_in_training():
@@ -904,3 +920,56 @@ def test_summary_of_an_unpatched_model_says_what_the_patch_would_do():
     assert [r.layers for r in summary.fused] == ["conv + bn", "bn + swish"]
     assert "tf_ops has no op for: GlobalAveragePooling2D x1" in text
     assert summary.fused[1].detail == "batch norm + swish in one op"
+
+
+# --- convolutions with one group per channel (conv family) ------------------------------
+
+@pytest.mark.parametrize("layer, shape", [
+    (lambda: keras.layers.Conv2D(8, 7, padding="same", groups=8, name="grouped"), (2, 9, 9, 8)),
+    (lambda: keras.layers.Conv2D(12, 3, strides=2, groups=4, activation="gelu",
+                                 name="grouped"), (2, 9, 9, 4)),
+    (lambda: keras.layers.Conv2D(6, (3, 2), dilation_rate=2, groups=3, use_bias=False,
+                                 name="grouped"), (2, 11, 9, 3)),
+], ids=["convnext-7x7", "strided-multiplier-3", "dilated-no-bias"])
+def test_grouped_conv_with_a_group_per_channel_is_depthwise(layer, shape):
+    """ConvNeXt's grouped 7x7 convolution (groups = channels): TensorFlow's depthwise
+    kernels, the same values and gradients as Keras's XLA program, and no XLA call."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input(shape[1:])
+    model = keras.Model(inputs, keras.layers.Dense(3)(layer()(inputs)))
+    data = RNG.normal(0, 1, shape).astype("float32")
+    assert_close(*stock_and_patched(model, data, only=("conv",)))
+
+    @tf.function
+    def run(x):
+        with tf.GradientTape() as tape:
+            total = tf.reduce_sum(model(x))
+        return tape.gradient(total, model.trainable_weights)
+
+    def op_types():
+        graph = run.get_concrete_function(tf.constant(data)).graph
+        types = {op.type for op in graph.get_operations()}
+        for f in graph._functions.values():  # Keras's jit_compile'd convolution
+            types |= {op.type for op in f.graph.get_operations()}
+        return types
+
+    stock = op_types()
+    assert not {"DepthwiseConv2dNative"} & stock and "Conv2D" in stock
+    run = tf.function(run.python_function)  # traced again, now patched
+    with tf_ops.patch_keras(only=("conv",)) as patch:
+        patched = op_types()
+        rows = {r.layers: r.detail for r in tf_ops.patch_summary(model).fused}
+    assert "DepthwiseConv2dNative" in patched and "Conv2D" not in patched, patched
+    assert rows["grouped"].startswith("TensorFlow's depthwise convolution"), rows
+    assert patch.families == ("conv",)
+
+
+def test_other_grouped_convs_keep_keras_code():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((5, 5, 8))
+    model = keras.Model(inputs, keras.layers.Conv2D(4, 3, groups=2, name="two_groups")(inputs))
+    data = RNG.normal(0, 1, (2, 5, 5, 8)).astype("float32")
+    assert_close(*stock_and_patched(model, data))
+    with tf_ops.patch_keras():
+        rows = {r.layers: r.detail for r in tf_ops.patch_summary(model).left}
+    assert rows["two_groups"] == "groups=2 of 8 input channels (Keras's XLA program)", rows

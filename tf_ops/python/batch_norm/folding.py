@@ -3,8 +3,9 @@
 With the moving statistics (inference, or a frozen layer) a batch norm is a per-channel
 affine map, ``BN(z) = z * s + t`` with ``s = gamma * rsqrt(moving_variance + epsilon)``
 and ``t = beta - moving_mean * s`` (Keras's ``batch_normalization`` computes these same
-``s`` and ``t``). After a convolution ``z = conv(x, W) + b`` it is the convolution
-itself, with the kernel's output channels scaled: ``conv(x, W * s) + (b * s + t)``. So
+``s`` and ``t``: `scale_and_shift`). After a convolution ``z = conv(x, W) + b`` it is
+the convolution itself, with the kernel's output channels scaled: ``conv(x, W * s) +
+(b * s + t)`` (`folded_kernel_and_bias`, then `bias_activation`). So
 the normalisation costs no pass over the activations at all: the scaled kernel is
 computed per call from the layers' own variables (a pass over the weights, not the
 activations: so only where the kernel is the smaller of the two, `cheaper_than_a_pass`),
@@ -25,6 +26,7 @@ import math
 
 import keras
 import tensorflow as tf
+from keras.src.layers.convolutional.base_depthwise_conv import BaseDepthwiseConv
 
 from tf_ops.python.activation import functions as activations
 from tf_ops.python.batch_norm.activation_spec import ActivationSpec
@@ -73,10 +75,12 @@ def scale_and_shift(layer: keras.layers.BatchNormalization, dtype) -> tuple[tf.T
     return s, t
 
 
-def _bias_activation(x: tf.Tensor, bias: tf.Tensor, spec: ActivationSpec,
-                     data_format: str) -> tf.Tensor:
-    """``spec(x + bias)`` with the bias on the channel axis (`data_format` ``"NHWC"``:
-    the last, ``"NCHW"``: axis 1, whatever x's rank), as one op."""
+def bias_activation(x: tf.Tensor, bias: tf.Tensor, spec: ActivationSpec,
+                    channels_first: bool = False) -> tf.Tensor:
+    """``spec(x + bias)`` with the bias on the channel axis (the last, or axis 1 where
+    `channels_first`, whatever x's rank), as one op: ``BiasAdd`` (+ ``Relu``, which
+    grappler fuses into the convolution before it), or ``TfOps>Bias{Act}``."""
+    data_format = "NCHW" if channels_first else "NHWC"
     if spec.entry is None:
         return tf.nn.bias_add(x, bias, data_format=data_format)
     tensorflow_op = _TENSORFLOW_AFTER_BIAS.get(spec.entry.function, {}).get(tuple(spec.attrs))
@@ -86,24 +90,29 @@ def _bias_activation(x: tf.Tensor, bias: tf.Tensor, spec: ActivationSpec,
         x, **dict(spec.attrs), bias=bias, data_format=data_format)
 
 
-def folded_conv(conv: keras.layers.Layer, batch_norm: keras.layers.BatchNormalization,
-                inputs, spec: ActivationSpec) -> tf.Tensor:
-    """``spec(batch_norm(conv(inputs)))`` with `batch_norm`'s moving statistics, as one
-    convolution by the scaled kernel and one bias + activation op. `conv` is a Keras
-    ``Conv1D/2D/3D`` or ``DepthwiseConv1D/2D`` without an activation of its own, and
-    `batch_norm` normalises its channel axis."""
+def folded_kernel_and_bias(conv: keras.layers.Layer,
+                           batch_norm: keras.layers.BatchNormalization):
+    """The kernel and bias of the convolution that computes ``batch_norm(conv(x))`` with
+    `batch_norm`'s moving statistics: ``W * s`` (each output channel's filter scaled)
+    and ``b * s + t``, in `conv`'s compute dtype. `conv` is a Keras ``Conv`` (kernel
+    ``[..., in / groups, filters]``) or ``DepthwiseConv`` (``[..., in, multiplier]``:
+    output channel ``c * multiplier + m``) layer without an activation of its own, and
+    `batch_norm` normalises its channel axis.
+
+    Example:
+      >>> conv = keras.layers.Conv2D(2, 1, kernel_initializer="ones")
+      >>> conv.build((None, 3, 3, 1))
+      >>> bn = keras.layers.BatchNormalization(epsilon=0.0, gamma_initializer="zeros")
+      >>> bn.build((None, 3, 3, 2))
+      >>> [v.numpy().tolist() for v in folded_kernel_and_bias(conv, bn)]
+      [[[[[0.0, 0.0]]]], [0.0, 0.0]]
+    """
     dtype = tf.as_dtype(conv.compute_dtype)
     s, t = scale_and_shift(batch_norm, dtype)
     kernel = tf.cast(conv.kernel, dtype)
-    depthwise = isinstance(conv, keras.src.layers.convolutional.base_depthwise_conv
-                           .BaseDepthwiseConv)
-    if depthwise:  # [..., in, multiplier]: output channel c * multiplier + m
+    if isinstance(conv, BaseDepthwiseConv):
         kernel = kernel * tf.reshape(s, kernel.shape[-2:])
-        outputs = keras.ops.depthwise_conv(
-            inputs, kernel, strides=conv.strides, padding=conv.padding,
-            dilation_rate=conv.dilation_rate, data_format=conv.data_format)
-    else:  # [..., in / groups, filters]
-        outputs = conv.convolution_op(inputs, kernel * s)
+    else:
+        kernel = kernel * s
     bias = t if not conv.use_bias else tf.cast(conv.bias, dtype) * s + t
-    data_format = "NCHW" if conv.data_format == "channels_first" else "NHWC"
-    return _bias_activation(tf.convert_to_tensor(outputs), bias, spec, data_format)
+    return kernel, bias

@@ -14,6 +14,8 @@ FAMILIES: dict[str, str] = {
              "layer right after it; EinsumDense's bias of several axes in one BiasAdd",
     "batch_norm": "BatchNormalization, fused with an activation layer right after it; at "
                   "inference folded into a convolution right before it",
+    "conv": "Conv2D with one group per input channel (ConvNeXt's) as TensorFlow's "
+            "depthwise convolution, not the XLA program Keras runs grouped convolutions as",
     "norm": "LayerNormalization, RMSNormalization and keras-hub's RMS norms",
     "softmax": "softmax: the Softmax layer (masks), attention (MultiHeadAttention), the "
                "softmax activation",

@@ -23,7 +23,7 @@ from tf_ops.python.batch_norm.activation_spec import resolve
 from tf_ops.python.core.composite import xla_lowered
 from tf_ops.python.fused.dense import bias_activation_call, bias_add
 from tf_ops.python.norm import layers as norm_layers
-from tf_ops.python.patch import activations
+from tf_ops.python.patch import activations, convolution
 from tf_ops.python.patch.functional import folding, paired_activation
 from tf_ops.python.softmax import layers as softmax_layers
 
@@ -150,15 +150,24 @@ def _uses_moving_statistics(batch_norm: keras.layers.BatchNormalization) -> bool
 
 
 def make_conv_call(original: Callable) -> Callable:
+    """A convolution's call: with the batch norm after it folded in where the plan says
+    so and the batch norm uses its moving statistics (`functional.Fold`), as a
+    depthwise convolution where it has one group per channel (`convolution`), else
+    Keras's own."""
     def call(self, inputs):
         found = folding(self)
-        if (found is None or not floating(inputs)
-                or not _uses_moving_statistics(found[0].batch_norm)
-                or not batch_norm_folding.cheaper_than_a_pass(self, inputs)):
-            return original(self, inputs)
-        fold, folded = found
-        folded.add(id(fold.batch_norm))
-        return batch_norm_folding.folded_conv(self, fold.batch_norm, inputs, fold.activation)
+        if (found is not None and floating(inputs)
+                and _uses_moving_statistics(found[0].batch_norm)
+                and batch_norm_folding.cheaper_than_a_pass(self, inputs)):
+            fold, folded = found
+            folded.add(id(fold.batch_norm))
+            kernel, bias = batch_norm_folding.folded_kernel_and_bias(self, fold.batch_norm)
+            outputs = convolution.convolve(self, inputs, kernel)
+            return batch_norm_folding.bias_activation(
+                outputs, bias, fold.activation, self.data_format == "channels_first")
+        if convolution.runs_depthwise(self):
+            return convolution.depthwise_call(self, inputs)
+        return original(self, inputs)
     return call
 
 

@@ -9,8 +9,9 @@ import dataclasses
 
 import keras
 
-from tf_ops.python.patch import (activations, causal_lm, functional, keras_backend, keras_hub,
-                                 keras_layers, optimizers, state, xla_cpu)
+from tf_ops.python.patch import (activations, causal_lm, convolution, functional,
+                                 keras_backend, keras_hub, keras_layers, optimizers, state,
+                                 xla_cpu)
 from tf_ops.python.patch.entry import Entry
 
 
@@ -126,6 +127,12 @@ def _describe(layer, entries) -> tuple[str, str] | None:
                 spec = activations.of_function(act) if callable(act) else None
                 return "fused", does.format(act=activations.display_name(spec))
         target = _patched_by(layer)
+        if target == functional.CONV_CALL and layer.groups > 1:
+            if convolution.runs_depthwise(layer):
+                return "fused", ("TensorFlow's depthwise convolution (one group per channel; "
+                                 "Keras's: an XLA program)")
+            return "left", (convolution.depthwise_reason_left(layer)
+                            or "the conv family is not selected")
         if target in (functional.CONV_CALL, functional.DEPTHWISE_CONV_CALL):
             return None  # a convolution with no batch norm to fold: Keras's own
         why = _TARGET_REASONS[target](layer) if target in _TARGET_REASONS else None

@@ -37,10 +37,11 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(functional.BATCH_NORM_CALL, ("batch_norm",), keras_layers.make_batch_norm_call,
           "TfOps>BatchNormTraining / BatchNormInference, with the activation after it fused",
           label="keras.layers.BatchNormalization"),
-    # A batch norm with its moving statistics, folded into the convolution before it.
-    Entry(functional.CONV_CALL, ("batch_norm",), keras_layers.make_conv_call,
-          "a BatchNormalization after it folded in at inference: the kernel scaled, then "
-          "one bias + activation op", label="keras.layers.Conv1D/2D/3D (+ batch norm)"),
+    # --- conv, and a batch norm with its moving statistics folded into the conv -------
+    Entry(functional.CONV_CALL, ("batch_norm", "conv"), keras_layers.make_conv_call,
+          "one group per channel: TensorFlow's depthwise convolution (conv); a "
+          "BatchNormalization after it folded in at inference (batch_norm)",
+          label="keras.layers.Conv1D/2D/3D"),
     Entry(functional.DEPTHWISE_CONV_CALL, ("batch_norm",), keras_layers.make_conv_call,
           "a BatchNormalization after it folded in at inference: the kernel scaled, then "
           "one bias + activation op", label="keras.layers.DepthwiseConv1D/2D (+ batch norm)"),
