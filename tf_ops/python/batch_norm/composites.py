@@ -59,12 +59,23 @@ def _compute(x):
     return x.dtype if x.dtype in (tf.float32, tf.float64) else tf.float32
 
 
+def affine(mean, variance, epsilon, scale=None, offset=None):
+    """``(s, t)`` with the normalisation ``x * s + t``: ``s = scale * rsqrt(variance +
+    epsilon)``, ``t = offset - mean * s`` (Keras's ``tf.nn.batch_normalization`` form;
+    a missing scale is 1, a missing offset 0)."""
+    s = tf.math.rsqrt(variance + epsilon)
+    if scale is not None:
+        s = s * scale
+    t = -mean * s if offset is None else offset - mean * s
+    return s, t
+
+
 def _normalize(x, scale, offset, mean, variance, epsilon, axis, act):
     _, shape = _layout(x, axis)
     xc = tf.cast(x, _compute(x))
-    inv = tf.math.rsqrt(tf.reshape(variance, shape) + epsilon) * tf.reshape(scale, shape)
-    z = xc * inv + (tf.reshape(offset, shape) - tf.reshape(mean, shape) * inv)
-    return tf.cast(act(z), x.dtype)
+    inv, shift = affine(tf.reshape(mean, shape), tf.reshape(variance, shape), epsilon,
+                        tf.reshape(scale, shape), tf.reshape(offset, shape))
+    return tf.cast(act(xc * inv + shift), x.dtype)
 
 
 def training(x, scale, offset, *, epsilon, axis, activation, alpha, beta, approximate,

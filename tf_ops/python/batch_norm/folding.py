@@ -29,12 +29,12 @@ import tensorflow as tf
 from keras.src.layers.convolutional.base_depthwise_conv import BaseDepthwiseConv
 
 from tf_ops.python.activation import functions as activations
-from tf_ops.python.batch_norm.activation_spec import ActivationSpec
+from tf_ops.python.batch_norm import composites
+from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
 
-# The activations TensorFlow's own ops compute after a BiasAdd, where grappler's remapper
-# fuses BiasAdd + activation into the convolution on the CPU (_FusedConv2D): nothing left
-# for a tf_ops op to save there.
-_TENSORFLOW_AFTER_BIAS = {"leaky_relu": {(("alpha", 0.0),): tf.nn.relu}}
+# ReLU after a BiasAdd is TensorFlow's own: grappler's remapper fuses BiasAdd + Relu into
+# the convolution on the CPU (_FusedConv2D), so there is nothing for a tf_ops op to save.
+_RELU = resolve("relu")
 
 # The compute dtypes folded: where Keras's batch norm also computes in that dtype. Under
 # mixed precision Keras normalises in float32 (a cast up and down); a half-precision
@@ -65,14 +65,10 @@ def scale_and_shift(layer: keras.layers.BatchNormalization, dtype) -> tuple[tf.T
       >>> [v.numpy().tolist() for v in scale_and_shift(bn, tf.float32)]
       [[1.0, 1.0], [0.0, 0.0]]
     """
-    mean = tf.cast(layer.moving_mean, dtype)
-    s = tf.math.rsqrt(tf.cast(layer.moving_variance, dtype) + layer.epsilon)
-    if layer.scale:
-        s = s * tf.cast(layer.gamma, dtype)
-    t = -mean * s
-    if layer.center:
-        t = tf.cast(layer.beta, dtype) + t
-    return s, t
+    return composites.affine(
+        tf.cast(layer.moving_mean, dtype), tf.cast(layer.moving_variance, dtype),
+        layer.epsilon, tf.cast(layer.gamma, dtype) if layer.scale else None,
+        tf.cast(layer.beta, dtype) if layer.center else None)
 
 
 def bias_activation(x: tf.Tensor, bias: tf.Tensor, spec: ActivationSpec,
@@ -83,9 +79,8 @@ def bias_activation(x: tf.Tensor, bias: tf.Tensor, spec: ActivationSpec,
     data_format = "NCHW" if channels_first else "NHWC"
     if spec.entry is None:
         return tf.nn.bias_add(x, bias, data_format=data_format)
-    tensorflow_op = _TENSORFLOW_AFTER_BIAS.get(spec.entry.function, {}).get(tuple(spec.attrs))
-    if tensorflow_op is not None:
-        return tensorflow_op(tf.nn.bias_add(x, bias, data_format=data_format))
+    if spec == _RELU:
+        return tf.nn.relu(tf.nn.bias_add(x, bias, data_format=data_format))
     return activations.FUNCTIONS[spec.entry.function](
         x, **dict(spec.attrs), bias=bias, data_format=data_format)
 

@@ -49,10 +49,12 @@ def runs_depthwise(conv: keras.layers.Layer) -> bool:
 
 def convolve(conv: keras.layers.Layer, inputs, kernel) -> tf.Tensor:
     """`conv`'s convolution of `inputs` by `kernel` (of `conv.kernel`'s shape)."""
-    if isinstance(conv, BaseDepthwiseConv) or runs_depthwise(conv):
-        if not isinstance(conv, BaseDepthwiseConv):  # [..., 1, channels * m]
-            *window, _, filters = conv.kernel.shape
-            kernel = tf.reshape(kernel, [*window, conv.groups, filters // conv.groups])
+    depthwise = isinstance(conv, BaseDepthwiseConv)
+    if not depthwise and runs_depthwise(conv):  # [..., 1, channels * m] -> [..., channels, m]
+        *window, _, filters = conv.kernel.shape
+        kernel = tf.reshape(kernel, [*window, conv.groups, filters // conv.groups])
+        depthwise = True
+    if depthwise:
         return tf.convert_to_tensor(keras.ops.depthwise_conv(
             inputs, kernel, strides=conv.strides, padding=conv.padding,
             dilation_rate=conv.dilation_rate, data_format=conv.data_format))

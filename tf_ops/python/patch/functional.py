@@ -46,6 +46,7 @@ from typing import Any, Callable
 
 import keras
 from keras.src import tree
+from keras.src.layers.convolutional.base_depthwise_conv import BaseDepthwiseConv
 
 from tf_ops.python.batch_norm import folding as folding_math
 from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
@@ -120,9 +121,7 @@ class Fold:
 
 def _foldable_conv(conv: Any, batch_norm: keras.layers.BatchNormalization) -> bool:
     """Whether `conv` is a convolution `batch_norm` folds into now (see the module)."""
-    depthwise = isinstance(conv, keras.layers.DepthwiseConv2D) or isinstance(
-        conv, keras.layers.DepthwiseConv1D)
-    target = DEPTHWISE_CONV_CALL if depthwise else CONV_CALL
+    target = DEPTHWISE_CONV_CALL if isinstance(conv, BaseDepthwiseConv) else CONV_CALL
     patched = state.installed(target)
     if patched is None or not isinstance(conv, keras.layers.Layer) or type(conv).call is not patched:
         return False
@@ -207,7 +206,7 @@ class Plan:
     first: dict  # id(layer) -> Pair
     second: frozenset  # id(layer)
     folds: dict  # id(conv) -> Fold
-    folded: dict  # id(batch norm) -> Fold
+    folded: frozenset  # id(batch norm)
 
 
 _plans: "weakref.WeakKeyDictionary[Any, dict[bool, Plan]]" = weakref.WeakKeyDictionary()
@@ -225,33 +224,24 @@ def plan(function: Any) -> Plan:
     folds = find_folds(function, pairs, xla_on_cpu)
     made = Plan(state.generation, {id(p.first): p for p in pairs},
                 frozenset(id(p.second) for p in pairs),
-                {id(f.conv): f for f in folds}, {id(f.batch_norm): f for f in folds})
+                {id(f.conv): f for f in folds}, frozenset(id(f.batch_norm) for f in folds))
     plans[xla_on_cpu] = made
     return made
 
 
-def _fused_first(call: Callable, pair: Pair) -> Callable:
+def _in_context(call: Callable, var: contextvars.ContextVar, value: Any) -> Callable:
+    """`call`, run with `var` set to `value` (what the layer's patched call reads)."""
     def run(*args, **kwargs):
-        token = _PAIRED.set((pair.first, pair.activation))
+        token = var.set(value)
         try:
             return call(*args, **kwargs)
         finally:
-            _PAIRED.reset(token)
+            var.reset(token)
     return run
 
 
 def _passed_on(*args, **kwargs):
     return args[0]
-
-
-def _folding_conv(call: Callable, fold: Fold, folded: set) -> Callable:
-    def run(*args, **kwargs):
-        token = _FOLDING.set((fold, folded))
-        try:
-            return call(*args, **kwargs)
-        finally:
-            _FOLDING.reset(token)
-    return run
 
 
 def _folded_or_run(call: Callable, batch_norm: keras.layers.Layer, folded: set) -> Callable:
@@ -277,9 +267,10 @@ def make_run_through_graph(original: Callable) -> Callable:
                 def operation_fn(op):
                     fold = steps.folds.get(id(op))
                     if fold is not None:
-                        return _folding_conv(inner(op), fold, folded)
+                        return _in_context(inner(op), _FOLDING, (fold, folded))
                     pair = steps.first.get(id(op))
-                    call = inner(op) if pair is None else _fused_first(inner(op), pair)
+                    call = inner(op) if pair is None else _in_context(
+                        inner(op), _PAIRED, (pair.first, pair.activation))
                     if id(op) in steps.folded:
                         return _folded_or_run(call, op, folded)
                     if pair is not None:
