@@ -99,7 +99,7 @@ struct GeluFormula {
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
     if constexpr (kApproximate) {
-      return SafeMul(x, Logistic(Z(x)).s);
+      return LogisticLowerTail(x) * Logistic(Z(x)).s;
     } else {
       return SafeMul(x, Phi(x));
     }
@@ -109,7 +109,8 @@ struct GeluFormula {
     if constexpr (kApproximate) {
       // f' = s + x z' s (1 - s), s = sigmoid(z).
       const LogisticPair<T> l = Logistic(Z(x));
-      return l.s + SafeMul(x * DZ(x), l.s * l.sm);
+      const T xc = LogisticTails(x);
+      return l.s + (xc * DZ(xc)) * (l.s * l.sm);
     } else {
       const NormalValues<T> n = Normal(x);  // f' = Phi(x) + x phi(x)
       return n.cdf + SafeMul(x, n.pdf);
@@ -184,6 +185,48 @@ struct Gelu {
 
 // Swish: f(x) = x * s, s = sigmoid(z), z = beta x; beta = 1 is SiLU.
 // f' = s (1 + z (1 - s)); f'' = beta s (1 - s) (2 + z (1 - 2s)).
+// SwishFormula<true> is SiLU, beta fixed at 1 (what models use), whose
+// products take the cheaper guard (LogisticTails); SwishFormula<false> is any
+// beta (a negative or tiny beta breaks the guard's premise: SafeMul). Swish
+// picks one per call; Specialize() lets the CPU engine pick once per loop.
+template <bool kUnitBeta>
+struct SwishFormula {
+  float beta = 1.0f;
+
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Forward(T x) const {
+    if constexpr (kUnitBeta) {
+      return LogisticLowerTail(x) * Logistic(x).s;
+    } else {
+      return SafeMul(x, Logistic(Z(x)).s);
+    }
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    const T z = Z(x);
+    const LogisticPair<T> l = Logistic(z);
+    if constexpr (kUnitBeta) {
+      return l.s + LogisticTails(z) * (l.s * l.sm);
+    } else {
+      return l.s + SafeMul(z, l.s * l.sm);
+    }
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    const T z = Z(x);
+    const LogisticPair<T> l = Logistic(z);
+    return T(beta) * SafeMul(T(2) + z * (l.sm - l.s), l.s * l.sm);
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Z(T x) const {
+    if constexpr (kUnitBeta) {
+      return x;
+    } else {
+      return SafeMul(x, T(beta));
+    }
+  }
+};
+
 struct Swish {
   static constexpr const char* kName = "Swish";
   static constexpr int kCyclesPerElement = 20;
@@ -192,19 +235,26 @@ struct Swish {
 
   template <typename T>
   TF_OPS_HOST_DEVICE T Forward(T x) const {
-    return SafeMul(x, Logistic(SafeMul(x, T(beta))).s);
+    return beta == 1.0f ? SwishFormula<true>().Forward(x)
+                        : SwishFormula<false>{beta}.Forward(x);
   }
   template <typename T>
   TF_OPS_HOST_DEVICE T Derivative(T x) const {
-    const T z = SafeMul(x, T(beta));
-    const LogisticPair<T> l = Logistic(z);
-    return l.s + SafeMul(z, l.s * l.sm);
+    return beta == 1.0f ? SwishFormula<true>().Derivative(x)
+                        : SwishFormula<false>{beta}.Derivative(x);
   }
   template <typename T>
   TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
-    const T z = SafeMul(x, T(beta));
-    const LogisticPair<T> l = Logistic(z);
-    return T(beta) * SafeMul(T(2) + z * (l.sm - l.s), l.s * l.sm);
+    return SwishFormula<false>{beta}.SecondDerivative(x);
+  }
+  // Calls fn with the formula this op computes, as a compile-time choice.
+  template <typename Fn>
+  void Specialize(Fn&& fn) const {
+    if (beta == 1.0f) {
+      fn(SwishFormula<true>());
+    } else {
+      fn(SwishFormula<false>{beta});
+    }
   }
 };
 

@@ -114,6 +114,23 @@ TF_OPS_HOST_DEVICE T SafeMul(T x, T w) {
   return Select(IsNan(product), Clamp(x, T(-1e30), T(1e30)) * w, product);
 }
 
+// x clamped where a logistic factor of it vanishes, for the products x s and
+// x s (1 - s) of s = sigmoid(z) with z growing at least as fast as x (SiLU's
+// z = x, the tanh GELU's cubic). s is exactly 0 for x < -kLogisticTail, and
+// s (1 - s) for |x| > kLogisticTail, in float and double (e^1000 overflows
+// both), so the clamp changes no finite product and gives the limit 0 where
+// IEEE's inf * 0 is NaN: a compare or two instead of SafeMul's test of the
+// product (a fifth of the SiLU batch norm's time on the CPU).
+constexpr double kLogisticTail = 1000.0;
+template <typename T>
+TF_OPS_HOST_DEVICE T LogisticLowerTail(T x) {  // for x * s
+  return Select(x < T(-kLogisticTail), T(-kLogisticTail), x);
+}
+template <typename T>
+TF_OPS_HOST_DEVICE T LogisticTails(T x) {  // for x * s * (1 - s)
+  return Clamp(x, T(-kLogisticTail), T(kLogisticTail));
+}
+
 // The logistic function s = 1 / (1 + e^-z) and its complement sm = 1 - s,
 // both accurate in the tails (sm = e^-z s where s > 1/2), from one
 // exponential.
