@@ -67,7 +67,7 @@ ENTRIES: tuple[Entry, ...] = (
           keras_layers.make_softmax_call, "TfOps>Softmax / ScaledMaskedSoftmax (masks)",
           label="keras.layers.Softmax"),
     Entry(f"{_NN}:dot_product_attention", ("softmax",), keras_backend.make_dot_product_attention,
-          "scale + mask + softmax in one TfOps>ScaledMaskedSoftmax",
+          "scale + mask + softmax in one TfOps>ScaledMaskedSoftmax, the einsums as batched matmuls",
           label="keras.ops.dot_product_attention (MultiHeadAttention)"),
     Entry(f"{_NN}:softmax", ("softmax",), keras_backend.make_softmax, "TfOps>Softmax",
           label="keras activation 'softmax'"),
