@@ -214,7 +214,7 @@ def bench_model(name: str, args, out=print) -> list[Row]:
 
                 out(f"  where the patched {step} step's time goes ({mode}), per step:")
                 out(op_time(calls["patched"]).table())
-                out(f"  and the stock step's:")
+                out("  and the stock step's:")
                 out(op_time(calls["stock"]).table())
     return rows
 
