@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -94,3 +95,40 @@ def test_op_time_sums_the_trace_per_op_type():
                  "_MklNativePadWithFusedConv2D", "Conv2DBackpropInput"):
         assert op_profile.category(name) == "matmul/conv", name
     assert "matmul/conv" in profile.table()
+
+
+@pytest.mark.parametrize("name", ["GPT-2", "LLaMA"])
+def test_matmul_floor_multiplies_by_every_kernel_of_the_model(name):
+    """The floor step (`python -m tf_ops.bench.matmul_floor`) is read off the model: per
+    layer q, k, v, the attention output, the feed-forward kernels (LLaMA's gate too),
+    and the head (GPT-2's tied embedding, LLaMA's untied kernel); each gets a gradient
+    of its shape, and the forward keeps the head's matmul."""
+    pytest.importorskip("keras_hub")
+    from tf_ops.bench import matmul_floor, model_zoo
+
+    built = model_zoo.build(name, "test")
+    kernels, layers, head, tied = matmul_floor.floor_kernels(built.model)
+    ups = 2 if name == "LLaMA" else 1
+    assert [len(roles["up"]) for roles in layers] == [ups] * len(layers)
+    assert len(kernels) == len(layers) * (5 + ups) + 1
+    assert tied == (name == "GPT-2")
+    assert head.path.endswith("embeddings" if tied else "reverse_embeddings")
+    step = matmul_floor.floor_step(built.model, built.x)
+    value, grads = step()
+    assert [tuple(g.shape) for g in grads] == [tuple(k.shape) for k in kernels]
+    graph = step.get_concrete_function().graph
+    types = [op.type for op in graph.get_operations()]
+    # Forward: per layer 3 projections, 2 attention products, the output projection and
+    # the feed-forward's, and the head; backward: two per forward matmul (down to the
+    # first layer's input, whose gradient the embeddings take).
+    assert types.count("MatMul") + types.count("BatchMatMulV2") == 3 * (
+        len(layers) * (7 + ups) + 1)
+    assert np.isfinite(float(value))
+
+
+def test_matmul_floor_refuses_other_models(capsys):
+    from tf_ops.bench import matmul_floor
+
+    with pytest.raises(SystemExit) as exit_:
+        matmul_floor.main(["--models", "BERT"])
+    assert exit_.value.code == 2 and "unknown models ['BERT']" in capsys.readouterr().err
