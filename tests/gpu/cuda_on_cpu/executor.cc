@@ -278,9 +278,15 @@ struct Pool {
   // Worker k sleeps on start[k / 32]; the main thread bumps (release) and
   // wakes the words of a block's warps to start it.
   std::atomic<uint32_t> start[kMaxWarps];
-  // The block's thread count, for the workers past it that wake with their
-  // warp's group and go back to sleep.
-  std::atomic<uint32_t> active{0};
+  // The block to run: its sequence number (high half) and thread count (low
+  // half), published in one word (release) once the block is set up. One
+  // word, because a worker woken late by an earlier block's bump (one past
+  // the earlier block's thread count, in a warp it shared) must not pair
+  // that old bump with the next block's count: it would run the next block
+  // early and then again at that block's own bump, arriving twice at every
+  // barrier. A worker runs each sequence number at most once, whichever
+  // bump it wakes to.
+  std::atomic<uint64_t> ticket{0};
   std::atomic<bool> shutdown{false};
   Block block;
   const LaunchInfo* launch = nullptr;
@@ -620,15 +626,20 @@ void* WorkerMain(void* arg) {
   sigaltstack(&ss, nullptr);
   std::atomic<uint32_t>& start = pool.start[w.index / kWarp];
   uint32_t seen = 0;
+  uint64_t last_run = 0;  // the sequence number of the last block it ran
   for (;;) {
     uint32_t now;
     while ((now = start.load(kAcquire)) == seen) FutexWait(&start, seen, -1);
-    seen = now;  // the acquire: the edge from the launching host code
+    seen = now;
     if (pool.shutdown.load(kAcquire)) break;
-    if (static_cast<uint32_t>(w.index) >= pool.active.load(kRelaxed)) continue;
+    // The acquire: the edge from the launching host code.
+    const uint64_t ticket = pool.ticket.load(kAcquire);
+    const uint64_t seq = ticket >> 32;
+    const uint32_t active = static_cast<uint32_t>(ticket);
+    if (seq == last_run || static_cast<uint32_t>(w.index) >= active) continue;
+    last_run = seq;
     RunThread(pool, w);
-    if (pool.block.finished.fetch_add(1, kAcqRel) + 1 ==
-        pool.active.load(kRelaxed)) {
+    if (pool.block.finished.fetch_add(1, kAcqRel) + 1 == active) {
       pool.done.fetch_add(1, kRelease);
       FutexWakeAll(&pool.done);
     }
@@ -750,8 +761,11 @@ void RunBlock(Pool& pool, uint3 idx) {
   for (uint32_t i = 0; i < n; ++i) Ctx(i).state.store(kIdle, kRelaxed);
   g_stats.blocks.fetch_add(1, kRelaxed);
   g_stats.threads.fetch_add(n, kRelaxed);
-  pool.active.store(n, kRelaxed);
+  // Read before the ticket: a worker that took it early (woken by an
+  // earlier bump) may finish the block before the bumps below.
   const uint32_t done = pool.done.load(kRelaxed);
+  const uint64_t seq = (pool.ticket.load(kRelaxed) >> 32) + 1;
+  pool.ticket.store(seq << 32 | n, kRelease);
   for (uint32_t i = 0; i < warps; ++i) {
     pool.start[i].fetch_add(1, kRelease);
     FutexWakeAll(&pool.start[i]);

@@ -158,6 +158,11 @@ __global__ void Votes(int* out) {
   }
 }
 
+__global__ void CountRuns(int* runs) {
+  atomicAdd(&runs[threadIdx.x], 1);
+  __syncthreads();  // a thread run twice would arrive twice
+}
+
 __global__ void Nothing() {}
 
 __global__ void DisagreeingLanes(int* out) {
@@ -308,6 +313,25 @@ void CheckAtomicsAndVotes() {
         "__syncthreads_count, _and, _or");
 }
 
+// Blocks of 40 and 64 threads in turn: the workers past 40 in the second
+// warp wake with it and go back to sleep; one that wakes late must still run
+// each later block once (a worker pairing an old wake-up with a new block
+// ran it twice, on a busy machine).
+void CheckEachBlockRunsEachThreadOnce() {
+  constexpr int kRounds = 200;
+  Buffer<int> runs(64, 0);
+  bool ok = true;
+  for (int r = 0; r < kRounds && ok; ++r) {
+    TF_OPS_LAUNCH(2, r % 2 == 0 ? 40 : 64, 0, nullptr, CountRuns)(runs.p);
+    ok = TakeError().empty();
+  }
+  const std::vector<int> host = runs.Host();
+  for (int t = 0; t < 64 && ok; ++t) {
+    ok = host[t] == (t < 40 ? 2 * kRounds : kRounds);
+  }
+  Check(ok, "blocks of 40 and 64 threads in turn: each thread once a block");
+}
+
 void CheckLimits() {
   ExpectError("1025 threads per block are refused",
               [] { TF_OPS_LAUNCH(1, 1025, 0, nullptr, Nothing)(); },
@@ -415,6 +439,7 @@ int main() {
   CheckPartialWarp();
   CheckDynamicShared();
   CheckAtomicsAndVotes();
+  CheckEachBlockRunsEachThreadOnce();
   CheckLimits();
   CheckMisuse();
   CheckSanitizers();
