@@ -132,3 +132,17 @@ def test_matmul_floor_refuses_other_models(capsys):
     with pytest.raises(SystemExit) as exit_:
         matmul_floor.main(["--models", "BERT"])
     assert exit_.value.code == 2 and "unknown models ['BERT']" in capsys.readouterr().err
+
+
+def test_twins_share_weights_and_ratios_are_per_round():
+    from tf_ops.bench import model_zoo
+    from tf_ops.bench.timing import Timing, ratio_quartiles
+
+    stock, patched = model_zoo.twins("MobileNetV3Small", "test")
+    assert stock.model is not patched.model
+    for a, b in zip(stock.model.variables, patched.model.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # Per-round ratios (2, 1, 4, 3), not a ratio of medians.
+    assert ratio_quartiles(Timing([2.0, 1.0, 8.0, 3.0]), Timing([1.0, 1.0, 2.0, 1.0])) == (
+        1.75, 2.5, 3.25)
+    assert ratio_quartiles(Timing([3.0]), Timing([2.0])) == (1.5, 1.5, 1.5)

@@ -39,8 +39,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import statistics
 import sys
 from typing import Callable
 
@@ -60,10 +58,10 @@ def floor_kernels(model) -> tuple[list, list[dict], object, bool]:
     kernels from the hidden size: one, or LLaMA's two, the gate's and the
     intermediate's), ``down`` (back to the hidden size)."""
     backbone = model.backbone
+    hidden = backbone.hidden_dim
     layers = []
     for layer in backbone.transformer_layers:
         roles: dict = {"up": []}
-        hidden = backbone.hidden_dim
         for weight in layer.trainable_weights:
             parts = weight.path.split("/")
             if parts[-1] != "kernel":
@@ -137,22 +135,15 @@ def floor_step(model, x) -> Callable[[], tuple]:
     return step
 
 
-def _quartiles(values: list[float]) -> tuple[float, float, float]:
-    low, _, high = statistics.quantiles(values, n=4, method="inclusive")
-    return low, statistics.median(values), high
-
-
 def measure(name: str, size: str, budget: float, out=print) -> dict:
     """Stock, patched and floor steps of model `name`, timed in interleaved rounds."""
     import keras
 
     import tf_ops
     from tf_ops.bench import model_zoo
-    from tf_ops.bench.timing import time_interleaved
+    from tf_ops.bench.timing import ratio_quartiles, time_interleaved
 
-    stock, patched = model_zoo.build(name, size), model_zoo.build(name, size)
-    for a, b in zip(patched.model.variables, stock.model.variables):
-        a.assign(b)
+    stock, patched = model_zoo.twins(name, size)
     for built in (stock, patched):
         built.model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=built.loss)
     x, y = stock.x, stock.y
@@ -170,8 +161,7 @@ def measure(name: str, size: str, budget: float, out=print) -> dict:
     for label in calls:
         result[f"{label}_ms"] = timings[label].median * 1e3
     for label in ("patched", "floor"):
-        ratios = [s / t for s, t in zip(timings["stock"].samples, timings[label].samples)]
-        result[label] = _quartiles(ratios)
+        result[label] = ratio_quartiles(timings["stock"], timings[label])
     reachable = result["floor"][1] - 1
     result["share"] = (result["patched"][1] - 1) / reachable if reachable > 0 else float("nan")
     out(f"{name:<6} stock {result['stock_ms']:7.1f} ms  patched {result['patched_ms']:7.1f} "
@@ -183,6 +173,8 @@ def measure(name: str, size: str, budget: float, out=print) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tf_ops.bench import model_zoo
+
     p = argparse.ArgumentParser(prog="python -m tf_ops.bench.matmul_floor",
                                 description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -190,14 +182,14 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"comma-separated, of {', '.join(DECODERS)}")
     p.add_argument("--budget", type=float, default=45.0,
                    help="seconds of timed rounds per model (default 45)")
-    p.add_argument("--size", choices=("bench", "test"), default="bench",
+    p.add_argument("--size", choices=model_zoo.SIZES, default="bench",
                    help="the models' size (model_zoo): bench (default) or test (tiny)")
     args = p.parse_args(argv)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = sorted(set(names) - set(DECODERS))
     if unknown:
         p.error(f"unknown models {unknown}; the floor step reads {', '.join(DECODERS)}")
-    if importlib.util.find_spec("keras_hub") is None:
+    if not model_zoo.keras_hub_available():
         print("keras-hub is not installed: its models are skipped")
         return 0
     import os

@@ -203,3 +203,19 @@ def build(name: str, size: str = "bench") -> Built:
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
     return CASES[name].build(size)
+
+
+def twins(name: str, size: str = "bench") -> tuple[Built, Built]:
+    """Two fresh `Built`s of the model `name` with the same weights: the stock one and
+    the one a benchmark runs under the patch.
+
+    Example:
+      >>> stock, patched = twins("ResNet50", "test")
+      >>> all((a.numpy() == b.numpy()).all()
+      ...     for a, b in zip(stock.model.variables, patched.model.variables))
+      True
+    """
+    stock, patched = build(name, size), build(name, size)
+    for a, b in zip(patched.model.variables, stock.model.variables):
+        a.assign(b)
+    return stock, patched

@@ -40,7 +40,6 @@ import argparse
 import dataclasses
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -143,27 +142,17 @@ def _step_peak_mib(fn, resident: int) -> float:
     return (max(max(peaks), 0) + resident) / 2**20
 
 
-def _quartiles(values: list[float]) -> tuple[float, float, float]:
-    if len(values) < 2:
-        return values[0], values[0], values[0]
-    low, mid, high = statistics.quantiles(values, n=4, method="inclusive")
-    return low, statistics.median(values), high
-
-
 def bench_model(name: str, args, out=print) -> list[Row]:
     """Every (step, mode) row of one model."""
     import keras
 
     import tf_ops
     from tf_ops.bench import model_zoo
-    from tf_ops.bench.timing import time_interleaved
+    from tf_ops.bench.timing import ratio_quartiles, time_interleaved
 
     case = model_zoo.CASES[name]
     rows: list[Row] = []
-    stock = model_zoo.build(name, args.size)
-    patched = model_zoo.build(name, args.size)
-    for a, b in zip(patched.model.variables, stock.model.variables):
-        a.assign(b)
+    stock, patched = model_zoo.twins(name, args.size)
     x, y = stock.x, stock.y
     min_reps, max_reps = (3, 5) if args.quick else (7, 41)
 
@@ -193,9 +182,8 @@ def bench_model(name: str, args, out=print) -> list[Row]:
             calls = {label: synced(fn) for label, fn in calls.items()}
             started = time.perf_counter()
             timings = time_interleaved(calls, min_reps, max_reps, args.budget)
-            ratios = [s / p for s, p in zip(timings["stock"].samples, timings["patched"].samples)]
-            low, mid, high = _quartiles(ratios)
-            row = Row(name, step, mode, mid, low, high, len(ratios),
+            low, mid, high = ratio_quartiles(timings["stock"], timings["patched"])
+            row = Row(name, step, mode, mid, low, high, len(timings["stock"].samples),
                       timings["stock"].median * 1e3, timings["patched"].median * 1e3)
             if step == "train" and mode == "graph" and args.size == "bench":
                 row.target, row.memory_target = case.target, case.memory_target

@@ -34,6 +34,21 @@ class Timing:
         return (q3 - q1) / 2 / self.median
 
 
+def ratio_quartiles(numerator: Timing, denominator: Timing) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile) of the per-round ratios
+    numerator / denominator of two candidates timed in the same rounds.
+
+    Example:
+      >>> ratio_quartiles(Timing([2.0, 4.0]), Timing([1.0, 2.0]))
+      (2.0, 2.0, 2.0)
+    """
+    ratios = [a / b for a, b in zip(numerator.samples, denominator.samples)]
+    if len(ratios) < 2:
+        return ratios[0], ratios[0], ratios[0]
+    low, high = (statistics.quantiles(ratios, n=4, method="inclusive")[i] for i in (0, 2))
+    return low, statistics.median(ratios), high
+
+
 def _wait(result) -> None:
     """Blocks until the result is computed (GPU ops run asynchronously), without
     copying it: reading every output into NumPy, as this did before 2026-12-03 (stop
