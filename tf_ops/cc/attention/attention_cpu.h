@@ -1,0 +1,54 @@
+// The CPU engine of the attention family (attention_params.h says what it
+// computes): flash attention's tiles, the online softmax over key blocks and
+// the log-sum-exp kept, so nothing of size T x S is ever stored; the backward
+// recomputes the probabilities from the log-sum-exp. TF-free: the TF kernels
+// (attention_kernels.cc), the XLA custom-call handlers (attention_xla.cc) and
+// the engine test (tests/engine/) call it, each with its own thread pool.
+//
+// Buffers are untyped with their Dtype (query, key, value, bias, output and
+// the gradients in that dtype; lse in float, double for double); the math
+// runs in float (double for double). The results do not depend on how work
+// units are spread over threads: each unit writes its own rows, and the
+// backward's reductions over query heads run in a fixed order.
+
+#ifndef TF_OPS_CC_ATTENTION_ATTENTION_CPU_H_
+#define TF_OPS_CC_ATTENTION_ATTENTION_CPU_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "tf_ops/cc/attention/attention_params.h"
+#include "tf_ops/cc/core/dtype.h"
+
+namespace tf_ops {
+namespace attention {
+
+// fn(begin, end) over [0, total), shards sized by `cost_per_unit` (rough
+// cycles per unit), on whatever pool the caller has; may run serially.
+using ParallelFor = std::function<void(
+    int64_t total, int64_t cost_per_unit,
+    const std::function<void(int64_t, int64_t)>& fn)>;
+
+// The whole forward: output [B, T, N, Dv] and lse [B, N, T].
+void CpuAttentionForward(Dtype dtype, const AttentionParams& p, const void* q,
+                         const void* k, const void* v, void* out, void* lse,
+                         const ParallelFor& parallel_for);
+
+// Scratch the backward needs, in bytes (per-query-head partial dk and dv in
+// the compute type, reduced over each group in a fixed order; the row sums
+// of dout * out): O(B N (T + S (D + Dv))).
+int64_t CpuAttentionBackwardScratchBytes(Dtype dtype,
+                                         const AttentionParams& p);
+
+// The whole backward: dq, dk, dv from dout and the forward's out and lse.
+// scratch holds CpuAttentionBackwardScratchBytes bytes, 64-byte aligned.
+void CpuAttentionBackward(Dtype dtype, const AttentionParams& p, const void* q,
+                          const void* k, const void* v, const void* out,
+                          const void* dout, const void* lse, void* dq,
+                          void* dk, void* dv, void* scratch,
+                          const ParallelFor& parallel_for);
+
+}  // namespace attention
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_ATTENTION_ATTENTION_CPU_H_
