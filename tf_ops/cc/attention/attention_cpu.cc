@@ -176,12 +176,22 @@ struct Panels {
   C* VMean(int64_t head) const { return VT(head) + (with_vt ? S * Dv : 0); }
 };
 
+// A product C (+)= A B as Gemm<C, kBytes>::Run, compiled once per instruction
+// set and called through this pointer: the engine's loops inline everything
+// else, but one copy of the product kernel per variant keeps the library's
+// compile time (and size) from growing with every call site.
+template <typename C>
+using GemmFn = void (*)(int64_t M, int64_t N, int64_t K, const C* A,
+                        int64_t lda, const C* B, int64_t ldb, C* Cm,
+                        int64_t ldc, bool accumulate);
+
 template <typename St>
 struct Engine {
   using Stored = typename St::Stored;
   using C = std::conditional_t<std::is_same_v<Stored, double>, double, float>;
 
   const AttentionParams& p;
+  GemmFn<C> gemm = nullptr;
 
   int64_t QueryBlocks() const {
     return (p.q_len + kQueryBlock - 1) / kQueryBlock;
@@ -294,10 +304,8 @@ struct Engine {
     }
   }
 
-  template <int kBytes>
   void ForwardUnits(const Panels<C>& panels, const Stored* q, Stored* out,
                     C* lse, int64_t begin, int64_t end) const {
-    using G = Gemm<C, kBytes>;
     const int64_t D = p.head_dim, Dv = p.value_dim;
     auto qs = Buffer<C>(kQueryBlock * D);
     auto s = Buffer<C>(kQueryBlock * kKeyBlock);
@@ -328,7 +336,7 @@ struct Engine {
       const C* vv = panels.V(kv);
       for (int64_t s0 = lo; s0 < hi; s0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, hi - s0);
-        G::Run(rows, cols, D, qs.get(), D, kt + s0, p.kv_len, s.get(),
+        gemm(rows, cols, D, qs.get(), D, kt + s0, p.kv_len, s.get(),
                kKeyBlock, false);
         if (TileIsPlain(t0, t1, s0, s0 + cols)) {
           for (int64_t r = 0; r < rows; ++r) kept_any[r] = true;
@@ -356,7 +364,7 @@ struct Engine {
             for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
           }
         }
-        G::Run(rows, Dv, cols, s.get(), kKeyBlock, vv + s0 * Dv, Dv,
+        gemm(rows, Dv, cols, s.get(), kKeyBlock, vv + s0 * Dv, Dv,
                acc.get(), Dv, true);
       }
       const C* mean = panels.VMean(kv);
@@ -379,12 +387,10 @@ struct Engine {
 
   // Backward of query heads [begin, end) (unit = b * N + n). dk_part and
   // dv_part: this head's [S, D] and [S, Dv] float rows.
-  template <int kBytes>
   void BackwardUnits(const Panels<C>& panels, const Stored* q,
                      const Stored* out, const Stored* dout, const C* lse,
                      Stored* dq, Stored* dk, Stored* dv, C* dk_part,
                      C* dv_part, int64_t begin, int64_t end) const {
-    using G = Gemm<C, kBytes>;
     const int64_t T = p.q_len, S = p.kv_len, D = p.head_dim,
                   Dv = p.value_dim;
     const bool grouped = p.group() > 1;
@@ -441,7 +447,7 @@ struct Engine {
         QueryRange(s0, s0 + cols, &lo, &hi);
         for (int64_t t0 = lo; t0 < hi; t0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, hi - t0);
-          G::Run(rows, cols, D, qs.get() + t0 * D, D, kt + s0, S, s.get(),
+          gemm(rows, cols, D, qs.get() + t0 * D, D, kt + s0, S, s.get(),
                  kKeyBlock, false);
           const bool plain = TileIsPlain(t0, t0 + rows, s0, s0 + cols);
           if (!plain) {
@@ -460,10 +466,10 @@ struct Engine {
           }
           // dV += P^T dO
           Transpose(s.get(), kKeyBlock, rows, cols, tr.get());
-          G::Run(cols, Dv, rows, tr.get(), rows, dos.get() + t0 * Dv, Dv,
+          gemm(cols, Dv, rows, tr.get(), rows, dos.get() + t0 * Dv, Dv,
                  dvb.get(), Dv, true);
           // dP = dO V^T; dS = P (dP - delta) (times the cap's derivative)
-          G::Run(rows, cols, Dv, dos.get() + t0 * Dv, Dv, vt + s0, S,
+          gemm(rows, cols, Dv, dos.get() + t0 * Dv, Dv, vt + s0, S,
                  dp.get(), kKeyBlock, false);
           for (int64_t r = 0; r < rows; ++r) {
             C* row = s.get() + r * kKeyBlock;
@@ -478,10 +484,10 @@ struct Engine {
             }
           }
           // dQ += dS K; dK += dS^T (scale Q)
-          G::Run(rows, D, cols, s.get(), kKeyBlock, kk + s0 * D, D,
+          gemm(rows, D, cols, s.get(), kKeyBlock, kk + s0 * D, D,
                  dqa.get() + t0 * D, D, true);
           Transpose(s.get(), kKeyBlock, rows, cols, tr.get());
-          G::Run(cols, D, rows, tr.get(), rows, qs.get() + t0 * D, D,
+          gemm(cols, D, rows, tr.get(), rows, qs.get() + t0 * D, D,
                  dkb.get(), D, true);
         }
         if (grouped) {
@@ -560,19 +566,30 @@ struct BackwardCall {
   void *dk_part, *dv_part;
 };
 
-template <int kBytes, typename St>
-void RunForward(St, const ForwardCall& c, int64_t begin, int64_t end) {
+template <typename C>
+GemmFn<C> Pick(GemmFn<float> f, GemmFn<double> d) {
+  if constexpr (std::is_same_v<C, float>) {
+    return f;
+  } else {
+    return d;
+  }
+}
+
+template <typename St>
+void RunForward(St, const ForwardCall& c, int64_t begin, int64_t end,
+                GemmFn<float> gf, GemmFn<double> gd) {
   using E = Engine<St>;
   using C = typename E::C;
   using Stored = typename St::Stored;
-  E{*c.p}.template ForwardUnits<kBytes>(
+  E{*c.p, Pick<C>(gf, gd)}.ForwardUnits(
       *static_cast<const Panels<C>*>(c.panels),
       static_cast<const Stored*>(c.q), static_cast<Stored*>(c.out),
       static_cast<C*>(c.lse), begin, end);
 }
 
-template <int kBytes, typename St>
-void RunBackward(St, const BackwardCall& c, int64_t begin, int64_t end) {
+template <typename St>
+void RunBackward(St, const BackwardCall& c, int64_t begin, int64_t end,
+                 GemmFn<float> gf, GemmFn<double> gd) {
   using E = Engine<St>;
   using C = typename E::C;
   using Stored = typename St::Stored;
@@ -583,7 +600,7 @@ void RunBackward(St, const BackwardCall& c, int64_t begin, int64_t end) {
     dk_part += begin * p.kv_len * p.head_dim;
     dv_part += begin * p.kv_len * p.value_dim;
   }
-  E{p}.template BackwardUnits<kBytes>(
+  E{p, Pick<C>(gf, gd)}.BackwardUnits(
       *static_cast<const Panels<C>*>(c.panels),
       static_cast<const Stored*>(c.q), static_cast<const Stored*>(c.out),
       static_cast<const Stored*>(c.dout), static_cast<const C*>(c.lse),
@@ -595,22 +612,34 @@ constexpr int VectorBytes(std::string_view isa) {
   return isa == "Avx512" ? 64 : 32;
 }
 
+#define TF_OPS_ATTENTION_GEMM(Name, C, Suffix, TARGET)                      \
+  TARGET __attribute__((flatten, noinline)) void Name##Suffix(               \
+      int64_t M, int64_t N, int64_t K, const C* A, int64_t lda, const C* B,  \
+      int64_t ldb, C* Cm, int64_t ldc, bool accumulate) {                    \
+    Gemm<C, VectorBytes(#Suffix)>::Run(M, N, K, A, lda, B, ldb, Cm, ldc,     \
+                                       accumulate);                          \
+  }
+
 #define TF_OPS_ATTENTION_VARIANT(Suffix, TARGET, F16C)                       \
+  TF_OPS_ATTENTION_GEMM(GemmFloat, float, Suffix, TARGET)                    \
+  TF_OPS_ATTENTION_GEMM(GemmDouble, double, Suffix, TARGET)                  \
   TARGET __attribute__((flatten, noinline)) void Forward##Suffix(            \
       const ForwardCall& c, int64_t begin, int64_t end) {                    \
     cpu_storage::WithStorage(c.dtype, [&](auto st) {                         \
-      RunForward<VectorBytes(#Suffix)>(st, c, begin, end);                   \
+      RunForward(st, c, begin, end, &GemmFloat##Suffix, &GemmDouble##Suffix); \
     });                                                                      \
   }                                                                          \
   TARGET __attribute__((flatten, noinline)) void Backward##Suffix(           \
       const BackwardCall& c, int64_t begin, int64_t end) {                   \
     cpu_storage::WithStorage(c.dtype, [&](auto st) {                         \
-      RunBackward<VectorBytes(#Suffix)>(st, c, begin, end);                  \
+      RunBackward(st, c, begin, end, &GemmFloat##Suffix,                     \
+                  &GemmDouble##Suffix);                                      \
     });                                                                      \
   }
 
 TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ATTENTION_VARIANT)
 #undef TF_OPS_ATTENTION_VARIANT
+#undef TF_OPS_ATTENTION_GEMM
 
 void Forward(const ForwardCall& c, int64_t begin, int64_t end) {
   TF_OPS_CPU_ISA_DISPATCH(Forward, c, begin, end)
