@@ -84,9 +84,10 @@ inline Dims DimsOf(const AttentionParams& p) {
 // Shared elements of each kernel for a tile shape.
 inline int64_t ForwardElements(const Dims& m, int bq, int bk) {
   // q, the key tile and then the value tile in one buffer, the logits (then
-  // probabilities), the output accumulator, and the row max, sum and rescale.
+  // probabilities), the output accumulator, and the row max, sum, rescale
+  // and whether the row keeps a key.
   return int64_t{bq} * m.ld_qk + int64_t{bk} * std::max(m.ld_qk, m.ld_v) +
-         int64_t{bq} * bk + int64_t{bq} * m.dv + 3 * bq;
+         int64_t{bq} * bk + int64_t{bq} * m.dv + 4 * bq;
 }
 inline int64_t DkDvElements(const Dims& m, int bq, int bk) {
   // k, v, dk, dv of the key tile; q, dout, lse, Delta of the query tile; the
@@ -251,6 +252,7 @@ __global__ void __launch_bounds__(kThreads)
   C* s_max = s_o + bq * m.dv;
   C* s_sum = s_max + bq;
   C* s_rescale = s_sum + bq;
+  C* s_kept = s_rescale + bq;  // 1 where the row keeps a key
 
   const int64_t q_tiles = (p.q_len + bq - 1) / bq;
   const int64_t qt = blockIdx.x % q_tiles;
@@ -267,6 +269,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = tid; i < bq; i += kThreads) {
     s_max[i] = NegInf<C>();
     s_sum[i] = C(0);
+    s_kept[i] = C(0);
   }
   int64_t s_begin, s_end;
   KeyRange(p, t0, t0 + rows - 1, &s_begin, &s_end);
@@ -296,6 +299,14 @@ __global__ void __launch_bounds__(kThreads)
     // over the key tile.
     if (tid < bq) {
       C* row = s_p + tid * bk;
+      // Whether the row keeps a key: a -inf is a key not kept, or a kept
+      // one whose bias is -inf (that row is not dead: its weights are
+      // NaN, as Keras's softmax of all -inf, and as the CPU engine's).
+      bool kept = s_kept[tid] != C(0);
+      for (int j = 0; j < cols && !kept && tid < rows; ++j) {
+        kept = row[j] != NegInf<C>() || Kept(p, b, n, t0 + tid, s0 + j);
+      }
+      s_kept[tid] = kept ? C(1) : C(0);
       const C old_max = s_max[tid];
       C mx = old_max;
       for (int j = 0; j < cols; ++j) mx = row[j] > mx ? row[j] : mx;
@@ -322,10 +333,10 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
   }
-  // Dead rows (no key kept: the max is still -inf) take the mean of all S
-  // values, Keras's uniform weights; a second walk over every value tile,
-  // only in blocks that have such a row.
-  const bool dead_here = tid < rows && s_max[tid] == NegInf<C>();
+  // Dead rows (no key kept) take the mean of all S values, Keras's uniform
+  // weights; a second walk over every value tile, only in blocks that have
+  // such a row.
+  const bool dead_here = tid < rows && s_kept[tid] == C(0);
   if (__syncthreads_or(dead_here)) {
     for (int64_t s0 = 0; s0 < p.kv_len; s0 += bk) {
       const int cols = static_cast<int>(Min(bk, p.kv_len - s0));
@@ -334,7 +345,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
       for (int idx = tid; idx < bq * m.dv; idx += kThreads) {
         const int i = idx / m.dv, e = idx - i * m.dv;
-        if (i >= rows || s_max[i] != NegInf<C>()) continue;
+        if (i >= rows || s_kept[i] != C(0)) continue;
         C acc = s0 == 0 ? C(0) : s_o[idx];
         for (int j = 0; j < cols; ++j) acc += s_kv[j * ld_kv + e];
         s_o[idx] = acc;
@@ -344,7 +355,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int idx = tid; idx < rows * m.dv; idx += kThreads) {
     const int i = idx / m.dv, e = idx - i * m.dv;
-    const bool dead = s_max[i] == NegInf<C>();
+    const bool dead = s_kept[i] == C(0);
     const C value = dead ? (p.kv_len > 0 ? s_o[idx] / static_cast<C>(p.kv_len)
                                          : C(0))
                          : s_o[idx] / s_sum[i];
@@ -352,8 +363,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (tid < rows) {
     lse[p.LseOffset(b, n, t0 + tid)] =
-        s_max[tid] == NegInf<C>() ? NegInf<C>()
-                                  : s_max[tid] + LogOf(s_sum[tid]);
+        s_kept[tid] == C(0) ? NegInf<C>() : s_max[tid] + LogOf(s_sum[tid]);
   }
 }
 
