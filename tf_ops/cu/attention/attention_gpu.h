@@ -44,7 +44,7 @@ const char* LaunchAttentionForward(Dtype dtype, const AttentionParams& p,
 int64_t AttentionGpuBackwardScratchBytes(Dtype dtype, const AttentionParams& p);
 
 // dq, dk, dv from dout and the forward's out and lse; scratch holds
-// AttentionGpuBackwardScratchBytes bytes (256-byte aligned, as cudaMalloc's).
+// AttentionGpuBackwardScratchBytes bytes, aligned to 8 bytes at least.
 const char* LaunchAttentionBackward(Dtype dtype, const AttentionParams& p,
                                     const void* q, const void* k,
                                     const void* v, const void* out,
