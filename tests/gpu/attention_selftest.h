@@ -6,12 +6,13 @@
 // GPU's own out and lse, as the TF kernels do) in four dtypes; multi-head,
 // grouped and multi-query heads; causal with T == S and T != S (Keras's
 // alignment, s <= t); a bool mask broadcast as [B, 1, T, S] and [T, S] with
-// fully masked rows; bias as [1, N, T, S] and [B, N, T, S]; sliding windows
-// (rows left with no key included); the soft cap; head dims 1, 64, 80, 128,
-// 256 (and Dv != D); lengths 1, 17, 130; empty T and S. Every output starts
-// as NaN bits, so an element a kernel does not write fails; on the GPU the
-// backward runs twice and must give the same bits (no atomics). Prints
-// `SUMMARY checks family=attention passed=N failed=M`.
+// fully masked rows; bias as [1, N, T, S] and [B, N, T, S], and with rows of
+// -inf (keys kept, NaN weights); sliding windows (rows left with no key
+// included); the soft cap; head dims 1, 64, 80, 128, 256 (and Dv != D);
+// lengths 1, 17, 130; empty T and S. Every output starts as NaN bits, so an
+// element a kernel does not write fails (except where the reference is NaN);
+// on the GPU the backward runs twice and must give the same bits (no
+// atomics). Prints `SUMMARY checks family=attention passed=N failed=M`.
 
 #ifndef TF_OPS_TESTS_GPU_ATTENTION_SELFTEST_H_
 #define TF_OPS_TESTS_GPU_ATTENTION_SELFTEST_H_
@@ -43,7 +44,11 @@ using norm_selftest::Put;
 using norm_selftest::Tally;
 
 enum MaskKind { kNoMask, kMaskB1TS, kMaskTS };
-enum BiasKind { kNoBias, kBias1NTS, kBiasBNTS };
+// kBias1NTSNegInf: [1, N, T, S] with rows t = 5, 12, 19, ... all -inf, so
+// that they keep keys whose logits are all -inf: not dead rows but NaN
+// weights (Keras's softmax of all -inf), lse -inf, and in the backward the
+// dead rows' way (only value gets dout / S), as the CPU engine.
+enum BiasKind { kNoBias, kBias1NTS, kBiasBNTS, kBias1NTSNegInf };
 
 struct Case {
   int64_t batch, q_len, kv_len, heads, kv_heads, head_dim, value_dim;
@@ -117,14 +122,14 @@ inline Reference Compute(const AttentionParams& p, const std::vector<double>& q,
                      : pre[s];
           mx = std::max(mx, x[s]);
         }
-        if (!any) {
-          // Keras's uniform weights: the mean of the values; only value
-          // gets a gradient.
+        if (!any || mx == -INFINITY) {
+          // Keras's uniform weights: the mean of the values (NaN where the
+          // kept logits are all -inf); only value gets a gradient.
           for (int64_t s = 0; s < S; ++s) {
             const double* vs = &v[p.VOffset(b, s, kh)];
             double* dvs = &r.dv[p.VOffset(b, s, kh)];
             for (int64_t e = 0; e < Dv; ++e) {
-              ot[e] += vs[e] / S;
+              ot[e] += any ? NAN : vs[e] / S;
               dvs[e] += gt[e] / S;
             }
           }
@@ -174,7 +179,7 @@ inline Reference Compute(const AttentionParams& p, const std::vector<double>& q,
 }
 
 // Each element within rtol of the reference (relative to max(|ref|, 1));
-// infinities must match exactly, NaN never passes.
+// infinities and NaN must match exactly.
 inline void Compare(const Kind& k, const char* what, const char* ctx,
                     const std::vector<double>& want,
                     const std::vector<char>& got, bool stat, double rtol,
@@ -184,7 +189,9 @@ inline void Compare(const Kind& k, const char* what, const char* ctx,
   for (size_t i = 0; i < want.size(); ++i) {
     const double w = want[i], g = Get(k, got, static_cast<int64_t>(i), stat);
     double err;
-    if (std::isinf(w) || std::isinf(g)) {
+    if (std::isnan(w)) {
+      err = std::isnan(g) ? 0.0 : INFINITY;
+    } else if (std::isinf(w) || std::isinf(g)) {
       err = w == g ? 0.0 : INFINITY;
     } else {
       err = std::fabs(g - w) / std::max(std::fabs(w), 1.0);
@@ -281,7 +288,10 @@ inline void CheckCase(const Kind& k, const Case& c, std::mt19937* rng,
   if (c.bias != kNoBias) {
     nb = (c.bias == kBiasBNTS ? B : 1) * N * T * S;
     bias.resize(nb * k.size);
-    for (int64_t i = 0; i < nb; ++i) Put(k, &bias, i, value(*rng), false);
+    for (int64_t i = 0; i < nb; ++i) {
+      const bool neg_inf = c.bias == kBias1NTSNegInf && i / S % T % 7 == 5;
+      Put(k, &bias, i, neg_inf ? -INFINITY : value(*rng), false);
+    }
     p.bias.strides[0] = c.bias == kBiasBNTS ? N * T * S : 0;
     p.bias.strides[1] = T * S;
     p.bias.strides[2] = S;
@@ -372,6 +382,8 @@ inline std::pair<int, int> RunAttentionSelftest(bool quick) {
       {2, 17, 1, 4, 1, 128, 128, true, -1, 0.0f, kMaskTS, kNoBias},
       // Causal T > S, mask and bias together, grouped, head dim 80.
       {1, 130, 17, 4, 2, 80, 80, true, -1, 0.0f, kMaskB1TS, kBias1NTS},
+      // Rows whose kept logits are all -inf, beside masked-out rows.
+      {2, 17, 33, 4, 2, 64, 64, true, -1, 0.0f, kMaskB1TS, kBias1NTSNegInf},
       // window 0: every row dead.
       {1, 17, 17, 2, 1, 64, 64, false, 0, 0.0f, kNoMask, kBias1NTS},
       // Empty: no query, no key.
