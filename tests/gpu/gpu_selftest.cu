@@ -36,6 +36,7 @@
 #include "tests/gpu/softmax_selftest.h"
 #include "tests/gpu/batch_norm_selftest.h"
 #include "tests/gpu/rotary_selftest.h"
+#include "tests/gpu/attention_selftest.h"
 #include "tests/gpu/selftest_size.h"
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
@@ -497,6 +498,11 @@ int main(int argc, char** argv) {
     const auto rotary = tf_ops::RunRotarySelftest(quick);
     passed += rotary.first;
     failed += rotary.second;
+  }
+  if (tf_ops::Wanted("attention")) {
+    const auto attention = tf_ops::RunAttentionSelftest(quick);
+    passed += attention.first;
+    failed += attention.second;
   }
 
   if (!tf_ops::g_family.empty() && passed + failed == 0) {

@@ -20,16 +20,9 @@
 #include "tf_ops/cc/attention/attention_cpu.h"
 #include "tf_ops/cc/core/kernel_helpers.h"
 
-// TEMPORARY until the CUDA engine is merged: no GPU kernels without it.
-#if TF_OPS_WITH_CUDA && __has_include("tf_ops/cu/attention/attention_gpu.h")
+#if TF_OPS_WITH_CUDA
 #include "tf_ops/cu/attention/attention_gpu.h"
-#define TF_OPS_ATTENTION_KERNELS 1
-#elif TF_OPS_WITH_CUDA
-#define TF_OPS_ATTENTION_KERNELS 0
-#else
-#define TF_OPS_ATTENTION_KERNELS 1
 #endif
-#if TF_OPS_ATTENTION_KERNELS
 
 namespace tf_ops {
 namespace attention {
@@ -256,4 +249,3 @@ TF_OPS_REGISTER_ATTENTION_EXPAND(TF_OPS_ATTENTION_DEVICE, double, double)
 
 }  // namespace attention
 }  // namespace tf_ops
-#endif  // TF_OPS_ATTENTION_KERNELS
