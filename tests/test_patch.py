@@ -363,8 +363,9 @@ def test_softmax_layer_with_masks():
 @pytest.mark.parametrize("dropout", [0.0, 0.5])
 @pytest.mark.parametrize("causal", [False, True])
 def test_multi_head_attention(dropout, causal):
-    """Without dropout Keras runs ops.dot_product_attention, with it the Softmax layer;
-    a query whose keys are all masked gets Keras's uniform weights."""
+    """Without dropout Keras runs ops.dot_product_attention (the fused attention), with
+    it the Softmax layer (the fused masked softmax); a query whose keys are all masked
+    gets Keras's uniform weights."""
     keras.utils.set_random_seed(0)
     q, v = keras.Input((5, 8)), keras.Input((7, 8))
     mask = keras.Input((5, 7), dtype="bool")
@@ -374,8 +375,9 @@ def test_multi_head_attention(dropout, causal):
     kept[1, 2] = False
     data = [RNG.normal(0, 1, (2, 5, 8)).astype("float32"),
             RNG.normal(0, 1, (2, 7, 8)).astype("float32"), kept]
-    assert_close(*stock_and_patched(model, data, only=("softmax",)))
-    assert "TfOps>ScaledMaskedSoftmax" in fused_op_types(model, data)
+    assert_close(*stock_and_patched(model, data, only=("softmax", "attention")))
+    fused = "TfOps>ScaledMaskedSoftmax" if dropout else "TfOps>Attention"
+    assert fused in fused_op_types(model, data)
 
 
 def test_sparse_cross_entropy_from_logits_and_probabilities():

@@ -42,10 +42,10 @@ FUSED = {
     "ResNet50": ["batch norm + relu in one op", FOLDED + "relu", FOLDED + "linear"],
     "ConvNeXtTiny": ["fused layer norm", "bias + gelu in one op",
                      "TensorFlow's depthwise convolution"],
-    "GPT-2": ["fused layer norm", "bias + gelu in one op", "scale + mask + softmax",
+    "GPT-2": ["fused layer norm", "bias + gelu in one op", "flash attention in TfOps>Attention",
               "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy"],
-    "BERT": ["fused layer norm", "bias + gelu in one op", "scale + mask + softmax"],
-    "LLaMA": ["TfOps>RmsNorm", "fused softmax (masks)", "TfOps>RotaryEmbedding",
+    "BERT": ["fused layer norm", "bias + gelu in one op", "flash attention in TfOps>Attention"],
+    "LLaMA": ["TfOps>RmsNorm", "flash attention in TfOps>Attention", "TfOps>RotaryEmbedding",
               "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy"],
 }
 LEFT: dict[str, list[str]] = {}

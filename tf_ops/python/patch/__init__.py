@@ -114,8 +114,9 @@ def patch_keras(*, only: Iterable[str] | None = None, exclude: Iterable[str] = (
     Args:
       only: the families to patch (default: all): ``"activation"``, ``"dense"``
         (bias + activation), ``"batch_norm"`` (with the activation after it),
-        ``"norm"`` (layer and RMS norms), ``"softmax"`` (softmax layer, attention,
-        activation), ``"loss"`` (sparse cross-entropy), ``"rotary"``, ``"lm_head"``,
+        ``"norm"`` (layer and RMS norms), ``"softmax"`` (softmax layer and
+        activation), ``"attention"`` (flash attention: Keras's and keras-hub's),
+        ``"loss"`` (sparse cross-entropy), ``"rotary"``, ``"lm_head"``,
         ``"optimizer"`` (Adam's update in one fused loop).
       exclude: families not to patch.
       report: print what was patched and what was left, and why.

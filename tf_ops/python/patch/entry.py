@@ -17,8 +17,10 @@ FAMILIES: dict[str, str] = {
     "conv": "Conv2D with one group per input channel (ConvNeXt's) as TensorFlow's "
             "depthwise convolution, not the XLA program Keras runs grouped convolutions as",
     "norm": "LayerNormalization, RMSNormalization and keras-hub's RMS norms",
-    "softmax": "softmax: the Softmax layer (masks), attention (MultiHeadAttention), the "
-               "softmax activation",
+    "softmax": "softmax: the Softmax layer (masks), the softmax activation",
+    "attention": "attention without the [batch, heads, T, S] tensors: "
+                 "keras.ops.dot_product_attention (MultiHeadAttention) and keras-hub's "
+                 "attention layers",
     "loss": "sparse categorical cross-entropy",
     "rotary": "keras-hub's rotary position embedding (RotaryEmbedding, LlamaRotaryEmbedding)",
     "lm_head": "keras-hub's causal LMs' head (tied or not) and its loss, in fit",

@@ -9,7 +9,7 @@ import dataclasses
 
 import keras
 
-from tf_ops.python.patch import (activations, causal_lm, convolution, functional,
+from tf_ops.python.patch import (activations, attention, causal_lm, convolution, functional,
                                  keras_backend, keras_hub, keras_layers, optimizers, state,
                                  xla_cpu)
 from tf_ops.python.patch.entry import Entry
@@ -162,11 +162,7 @@ def _describe(layer, entries) -> tuple[str, str] | None:
             return ("fused", "tf_ops.softmax") if state.active("softmax") else (
                 "left", "the softmax family is not selected")
         return "left", f"tf_ops has no kernel for activation {name!r}"
-    if isinstance(layer, keras.layers.MultiHeadAttention):
-        if state.active("softmax"):
-            return "fused", "scale + mask + softmax in one op (its projections are Keras's)"
-        return "left", "the softmax family is not selected"
-    return None
+    return attention.describe_layer(layer)
 
 
 def _entries_by_target(entries, target):

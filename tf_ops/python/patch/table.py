@@ -10,8 +10,8 @@ with the reason), so landing one is filling in its ``replacement`` (none is pend
 
 from __future__ import annotations
 
-from tf_ops.python.patch import (causal_lm, functional, keras_backend, keras_hub, keras_layers,
-                                 optimizers)
+from tf_ops.python.patch import (attention, causal_lm, functional, keras_backend, keras_hub,
+                                 keras_layers, optimizers)
 from tf_ops.python.patch.entry import FAMILIES, Entry
 
 _NN = keras_backend.NN
@@ -66,9 +66,26 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(f"{_LAYERS}.activations.softmax:Softmax.call", ("softmax",),
           keras_layers.make_softmax_call, "TfOps>Softmax / ScaledMaskedSoftmax (masks)",
           label="keras.layers.Softmax"),
-    Entry(f"{_NN}:dot_product_attention", ("softmax",), keras_backend.make_dot_product_attention,
-          "scale + mask + softmax in one TfOps>ScaledMaskedSoftmax, the einsums as batched matmuls",
+    # --- attention: Keras's dot_product_attention, and keras-hub's layers made to call it --
+    Entry(f"{_NN}:dot_product_attention", ("attention",), attention.make_dot_product_attention,
+          "TfOps>Attention: flash attention, no [batch, heads, T, S] tensor forward or "
+          "backward (flash_attention=True and the soft cap accepted)",
           label="keras.ops.dot_product_attention (MultiHeadAttention)"),
+    *(Entry(f"{module}:dot_product_attention", ("attention",),
+            attention.make_ops_dot_product_attention,
+            "Keras's, but a logit soft cap reaches the fused op (Keras raises on TensorFlow)",
+            label=f"{module}.dot_product_attention")
+      for module in attention.ops_namespaces()),
+    *(Entry(f"{module}:fused_attention_op_available", ("attention",),
+            attention.make_fused_available,
+            "true (without attention dropout): the layer calls dot_product_attention",
+            requires="keras_hub",
+            label=f"keras_hub {module.split('.')[-1]}.fused_attention_op_available")
+      for module in attention.hub_targets()[0]),
+    *(Entry(f"{owner}._use_fused_attention_op", ("attention",), attention.make_use_fused,
+            "true on the CPU too (without attention dropout)", requires="keras_hub",
+            label=f"keras_hub {owner.split(':')[1]}._use_fused_attention_op")
+      for owner in attention.hub_targets()[1]),
     Entry(f"{_NN}:softmax", ("softmax",), keras_backend.make_softmax, "TfOps>Softmax",
           label="keras activation 'softmax'"),
     # --- loss --------------------------------------------------------------------------
