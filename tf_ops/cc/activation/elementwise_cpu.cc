@@ -247,19 +247,19 @@ void GradGrad(const Op& op, Dtype dtype, const void* u, const void* g,
 // they call, so the loops are compiled for the variant's target.
 #define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                              \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void Forward##Suffix(             \
+  TF_OPS_ISA_ENTRY(TARGET) void Forward##Suffix(             \
       const Op& op, Dtype dtype, const void* x, void* y, int64_t begin,       \
       int64_t end) {                                                          \
     Forward<F16C>(op, dtype, x, y, begin, end);                               \
   }                                                                           \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void Backward##Suffix(            \
+  TF_OPS_ISA_ENTRY(TARGET) void Backward##Suffix(            \
       const Op& op, Dtype dtype, const void* g, const void* v, void* dx,      \
       int64_t begin, int64_t end) {                                           \
     Backward<F16C>(op, dtype, g, v, dx, begin, end);                          \
   }                                                                           \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void GradGrad##Suffix(            \
+  TF_OPS_ISA_ENTRY(TARGET) void GradGrad##Suffix(            \
       const Op& op, Dtype dtype, const void* u, const void* g, const void* v, \
       void* d_g, void* d_v, int64_t begin, int64_t end) {                     \
     GradGrad<F16C>(op, dtype, u, g, v, d_g, d_v, begin, end);                 \
