@@ -101,9 +101,9 @@ def test_import_twice_and_reload():
     import tf_ops as again  # noqa: F401
 
     assert importlib.import_module("tf_ops") is tf_ops
-    importlib.reload(importlib.import_module("tf_ops.python.gradients"))
+    importlib.reload(importlib.import_module("tf_ops.python.activation.gradients"))
     importlib.reload(tf_ops)
-    importlib.reload(importlib.import_module("tf_ops.python.gradients"))
+    importlib.reload(importlib.import_module("tf_ops.python.activation.gradients"))
     importlib.reload(tf_ops)
     assert tf_ops.load_library() is tf_ops.load_library()
     _assert_gradients_correct()

@@ -21,7 +21,7 @@ Example:
 """
 
 from tf_ops import layers  # Keras layers; registers the activations with Keras
-from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
+from tf_ops.python.activation import gradients as _gradients  # noqa: F401  registers gradients
 from tf_ops.python.fused import gradients as _fused_gradients  # noqa: F401  and the fused ops'
 from tf_ops.python.norm import gradients as _norm_gradients  # noqa: F401  and the norms'
 from tf_ops.python.norm.functions import FUNCTIONS as _NORM_FUNCTIONS

@@ -35,6 +35,7 @@ from typing import Optional
 
 import tensorflow as tf
 from tf_ops.python.core.composite import use_composite
+from tf_ops.python.core.op_support import op_fn
 from tf_ops.python.softmax import functions as fn
 
 TensorLike = tf.types.experimental.TensorLike
@@ -321,7 +322,7 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
                 ids = tf.argmax(logits, axis=-1)
                 after = [ids]
             with tf.control_dependencies(after):
-                losses, d = fn._ops.tf_ops_sparse_softmax_cross_entropy(logits, tc, **attrs)
+                losses, d = op_fn("SparseSoftmaxCrossEntropy")(logits, tc, **attrs)
             losses = tf.cast(losses, tf.float32)
             count = tf.reduce_sum(tf.cast(tf.not_equal(tc, ignore), tf.float32))
             dh = dh_of(d)
