@@ -3,7 +3,8 @@
 #                `import tf_ops` from any folder (this source tree, on its path)
 #   make test    build, the engine's sanitizer test, then the pytest suite
 #   make test-quick  build, then one case in 10 of each quick test (every file and test
-#                function still runs) on both cores: the developer loop; CI runs everything
+#                function still runs) on both cores: the developer loop; CI runs everything.
+#                FAMILY=norm (or norm,softmax) runs one op family's tests only
 #   make engine-test  the CPU engine under ASan + UBSan (TF-free, tests/engine/)
 #   make gpu-selftest-cpu  the CUDA kernels' self-test on the CPU, plain and
 #                under ASan + UBSan and TSan (no GPU, no nvcc; tools/gpu_selftest_cpu.sh)
@@ -99,12 +100,15 @@ engine-test: venv
 	cmake --build $(ENGINE_TEST_DIR) --parallel 2
 	cd $(ENGINE_TEST_DIR) && ctest --output-on-failure --timeout 1800
 
+# FAMILY=norm: one op family's tests (tests/conftest.py's family_of; --family).
+FAMILY ?=
+FAMILY_ARGS = $(if $(FAMILY),--family=$(FAMILY))
 test: build $(if $(filter 0,$(ENGINE_TEST)),,engine-test)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(FAMILY_ARGS) $(PYTEST_ARGS)
 
 QUICK_SLICE ?= 10
 test-quick: build
-	$(PY) -m pytest -m "not slow" --slice=$(QUICK_SLICE) -n 2 --dist loadfile -q $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" --slice=$(QUICK_SLICE) -n 2 --dist loadfile -q $(FAMILY_ARGS) $(PYTEST_ARGS)
 
 # PYTHONPATH: this tree's package even where pip has installed another into the venv.
 demo: build

@@ -87,11 +87,57 @@ def pytest_addoption(parser):
         "--slice", type=int, default=1, metavar="N",
         help="keep one case in N of each parametrized test (the first always): a "
              "representative slice of every test for the developer loop (make test-quick)")
+    parser.addoption(
+        "--family", default="", metavar="NAME[,NAME...]",
+        help="only the tests of these op families (make test-quick FAMILY=norm): the files "
+             "named after the family (test_norm*.py), see FAMILY_FILES")
+
+
+_ROOT = Path(__file__).resolve().parent.parent
+# The op families, as tf_ops.python.core.family derives them (read without importing tf_ops).
+FAMILIES = tuple(sorted(p.parent.name for p in (_ROOT / "tf_ops" / "python").glob("*/manifest.py")))
+# Test files of a family whose name does not start with the family's.
+FAMILY_FILES = {
+    "test_bias_activation": "fused", "test_gated": "fused",
+    "test_accuracy": "activation", "test_attributes": "activation",
+    "test_gradients": "activation", "test_grad_grad": "activation",
+    "test_values": "activation", "test_layers": "activation",
+}
+
+
+def pytest_configure(config):
+    for name in FAMILIES:
+        config.addinivalue_line("markers", f"family_{name}: a test of the {name} op family "
+                                           "(conftest.family_of; --family)")
+
+
+def family_of(path: Path) -> str | None:
+    """The op family a test file belongs to: test_<family>[_*].py (the longest family
+    name that fits: test_batch_norm_layer.py is batch_norm's), else FAMILY_FILES."""
+    stem = path.stem
+    for name in sorted(FAMILIES, key=len, reverse=True):
+        if stem == f"test_{name}" or stem.startswith(f"test_{name}_"):
+            return name
+    return FAMILY_FILES.get(stem)
 
 
 def pytest_collection_modifyitems(config, items):
-    """--slice N: every test function keeps its first case and every N-th after it, so
+    """--family NAME: the tests of that family only (marked ``family_<name>``).
+    --slice N: every test function keeps its first case and every N-th after it, so
     each file and function is still exercised. CI runs everything (N = 1)."""
+    wanted = {f for f in config.getoption("--family").split(",") if f}
+    unknown = wanted - set(FAMILIES)
+    if unknown:
+        raise pytest.UsageError(f"--family: no family {sorted(unknown)}; there are {FAMILIES}")
+    kept, dropped = [], []
+    for item in items:
+        family = family_of(Path(str(item.fspath)))
+        if family:
+            item.add_marker(getattr(pytest.mark, f"family_{family}"))
+        (kept if not wanted or family in wanted else dropped).append(item)
+    if dropped:
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
     n = config.getoption("--slice")
     if n <= 1:
         return

@@ -3,6 +3,7 @@ speed is measured by `make bench`, never by tests)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -108,29 +109,22 @@ def test_every_forward_op_has_a_benchmark_case():
         if name.startswith("tf_ops_") and not name.endswith(("_grad", "_eager_fallback"))
     }
     assert forward_ops, dir(module)
-    # The fused ops (bias_gelu, gated_gelu, ...) are benchmarked by tf_ops.bench.fused, which
-    # makes its cases from the activation table.
-    from tf_ops.bench import fused as fused_bench
+    # Each family's forward ops are timed by the bench its manifest names (tf_ops.bench.norm,
+    # ...; the fused ops by tf_ops.bench.fused, which makes its cases from the activation
+    # table), or by tf_ops.bench's table (CASES, the activations).
+    from tf_ops.python.core.family import families
     from tf_ops.python.core.op_info import snake_case
 
-    fused_ops = {n for n in forward_ops if n.startswith(("bias_", "gated_"))}
-    fused_benched = {f"{family}_{snake_case(entry.op)}" for _, entry, _ in fused_bench._cases()
-                     for family in fused_bench.FAMILIES}
-    assert fused_ops and fused_ops <= fused_benched, f"no fused benchmark for {fused_ops - fused_benched}"
-    from tf_ops.bench import norm as norm_bench  # the norm family's ops: tf_ops.bench.norm
-    from tf_ops.bench import softmax as softmax_bench  # the softmax family's own module
-
-    norm_ops = {n for n in forward_ops if n.endswith(("layer_norm", "rms_norm"))}
-    assert norm_ops <= norm_bench.BENCHED_OPS, f"no norm benchmark for {norm_ops - norm_bench.BENCHED_OPS}"
-    plain_ops = forward_ops - fused_ops - norm_ops
-    plain_ops -= softmax_bench.BENCHED_OPS
-    from tf_ops.bench import batch_norm as batch_norm_bench  # batch norm + activation
-    plain_ops -= batch_norm_bench.BENCHED_OPS
-    from tf_ops.bench import rotary as rotary_bench  # the rotary embedding
-    plain_ops -= rotary_bench.BENCHED_OPS
-    from tf_ops.bench import attention as attention_bench  # the fused attention
-    plain_ops -= attention_bench.BENCHED_OPS
-    assert plain_ops <= set(CASES), f"no benchmark case for {plain_ops - set(CASES)}"
+    claimed = set()
+    for family in families():
+        ops = {snake_case(op) for op in family.op_names()} & forward_ops
+        claimed |= ops
+        benched = set(importlib.import_module(family.bench).BENCHED_OPS) if family.bench else set()
+        if family.bench_cases:
+            benched |= set(CASES)
+        assert ops, f"family {family.name} has no forward op"
+        assert ops <= benched, f"no {family.name} benchmark for {sorted(ops - benched)}"
+    assert forward_ops <= claimed, f"ops of no family: {sorted(forward_ops - claimed)}"
 
 
 def test_portable_candidate_runs_builtin_ops_only():

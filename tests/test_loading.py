@@ -64,7 +64,7 @@ _CHILD = textwrap.dedent(
     for fwd, grad, takes_outputs, op_type, grad_op_type in specs:
         for t in (op_type, grad_op_type):
             fn = ops.gradient_registry.lookup(t)
-            assert fn.__module__ == "tf_ops.python.gradients", (t, fn.__module__)
+            assert fn.__module__ == "tf_ops.python.activation.gradients", (t, fn.__module__)
             registered[t] = fn
 
     def check_gradients(module):

@@ -21,50 +21,21 @@ Example:
 """
 
 from tf_ops import layers  # Keras layers; registers the activations with Keras
-from tf_ops.python import gradients as _gradients  # noqa: F401  registers gradients
-from tf_ops.python.fused import gradients as _fused_gradients  # noqa: F401  and the fused ops'
-from tf_ops.python.norm import gradients as _norm_gradients  # noqa: F401  and the norms'
-from tf_ops.python.norm.functions import FUNCTIONS as _NORM_FUNCTIONS
-from tf_ops.python.softmax import gradients as _softmax_gradients  # noqa: F401  and softmax's
-from tf_ops import losses  # Keras losses: SparseCategoricalCrossentropy
-from tf_ops.python.softmax.functions import FUNCTIONS as _SOFTMAX_FUNCTIONS
-from tf_ops.python.softmax.linear_cross_entropy import linear_cross_entropy
-from tf_ops.python.softmax.causal_lm import LinearCrossEntropyCausalLM, head_cross_entropy
-from tf_ops.python.activation.functions import FUNCTIONS as _FUNCTIONS
-from tf_ops.python.fused.functions import FUNCTIONS as _FUSED_FUNCTIONS
-from tf_ops.python.batch_norm import gradients as _batch_norm_gradients  # noqa: F401
-from tf_ops.python.batch_norm.functions import FUNCTIONS as _BATCH_NORM_FUNCTIONS
-from tf_ops.python.rotary import gradients as _rotary_gradients  # noqa: F401
-from tf_ops.python.rotary.functions import FUNCTIONS as _ROTARY_FUNCTIONS
-from tf_ops.python.attention import gradients as _attention_gradients  # noqa: F401
-from tf_ops.python.attention.functions import FUNCTIONS as _ATTENTION_FUNCTIONS
+from tf_ops.python.core import family as _family
 from tf_ops.python.core.cpu_info import active_cpu_isa
 from tf_ops.python.core.gpu import GpuFallbackWarning, GpuStatus
 from tf_ops.python.core.library import BuildInfo, build_info, gpu_status, library_path, load_library
 from tf_ops.python.core.portable import is_portable, portable
 from tf_ops.python.patch import patch_keras, patch_summary
 
-globals().update(_FUNCTIONS)
-globals().update(_FUSED_FUNCTIONS)
-globals().update(_NORM_FUNCTIONS)  # layer_norm, rms_norm
-globals().update(_SOFTMAX_FUNCTIONS)
-globals().update(_BATCH_NORM_FUNCTIONS)
-globals().update(_ROTARY_FUNCTIONS)  # rotary_embedding, rotary_embedding_grad
-globals().update(_ATTENTION_FUNCTIONS)  # attention
+# Every family's functions (and its gradients, registered on import): the manifests in
+# tf_ops/python/<family>/manifest.py (core/family.py).
+_FAMILY_EXPORTS = _family.load_exports()
+globals().update(_FAMILY_EXPORTS)
 
 __all__ = sorted(
     [
-        *_FUNCTIONS,
-        *_FUSED_FUNCTIONS,
-        *_NORM_FUNCTIONS,
-        *_SOFTMAX_FUNCTIONS,
-        "linear_cross_entropy",
-        "head_cross_entropy",
-        "LinearCrossEntropyCausalLM",
-        "losses",
-        *_BATCH_NORM_FUNCTIONS,
-        *_ROTARY_FUNCTIONS,
-        *_ATTENTION_FUNCTIONS,
+        *_FAMILY_EXPORTS,
         "BuildInfo",
         "GpuFallbackWarning",
         "GpuStatus",

@@ -1,6 +1,8 @@
-"""Keras 3 layers computing the fused tf_ops activations: one per activation
-(`LeakyReLU`, `ELU`, `GELU`, `Swish`, `Mish`, `HardSwish`, `CELU`), made from the table
-in ``tf_ops/python/activation/table.py``.
+"""Keras 3 layers computing the tf_ops ops: one per activation (`LeakyReLU`, `ELU`,
+`GELU`, `Swish`, `Mish`, `HardSwish`, `CELU`, made from the table in
+``tf_ops/python/activation/table.py``), and each family's own (`Dense`,
+`BatchNormalization`, `LayerNormalization`, `Softmax`, `RotaryEmbedding`, ...): what the
+families' manifests list.
 
 Example:
   >>> import keras, tf_ops
@@ -13,18 +15,10 @@ Example:
 See `tf_ops.python.activation.layers` for the details and choices.
 """
 
-from tf_ops.python.fused.dense import DENSE_LAYERS
-from tf_ops.python.activation.layers import LAYERS
-from tf_ops.python.batch_norm.layers import LAYERS as BATCH_NORM_LAYERS
-from tf_ops.python.norm.layers import NORM_LAYERS
-from tf_ops.python.rotary.layers import LAYERS as ROTARY_LAYERS
-from tf_ops.python.softmax.layers import LAYERS as SOFTMAX_LAYERS
+from tf_ops.python.activation.layers import LAYERS  # the activations' (tests read them)
+from tf_ops.python.core import family as _family
 
-globals().update(LAYERS)
-globals().update(DENSE_LAYERS)  # Dense, GatedDense: bias + activation fused
-globals().update(BATCH_NORM_LAYERS)  # BatchNormalization (+ activation) fused
-globals().update(NORM_LAYERS)  # LayerNormalization, RMSNormalization
-globals().update(SOFTMAX_LAYERS)  # Softmax: masked, scaled, fused
-globals().update(ROTARY_LAYERS)  # RotaryEmbedding: keras-hub's, fused
-__all__ = sorted([*LAYERS, *DENSE_LAYERS, *BATCH_NORM_LAYERS, *NORM_LAYERS, *SOFTMAX_LAYERS,
-                  *ROTARY_LAYERS])
+# Every family's layers: the manifests in tf_ops/python/<family>/manifest.py.
+_LAYERS = _family.load_layers()
+globals().update(_LAYERS)
+__all__ = sorted(_LAYERS)

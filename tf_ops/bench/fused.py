@@ -33,6 +33,7 @@ import tensorflow as tf
 import tf_ops
 from tf_ops.bench.timing import time_interleaved
 from tf_ops.python.activation.table import ACTIVATIONS
+from tf_ops.python.core.op_info import snake_case
 
 
 def _cases():
@@ -94,6 +95,10 @@ def _bias_gated_pair(entry, attrs):
 
 # The fused op families benchmarked per activation (op-name prefixes: bias_gelu, ...).
 FAMILIES = ("bias", "gated", "bias_gated")
+# The fused ops these cases time, by their function names (bias_gelu, gated_gelu, ...):
+# what the bench coverage test (tests/test_bench.py) reads from the family's manifest.
+BENCHED_OPS = frozenset(f"{family}_{snake_case(entry.op)}" for _, entry, _ in _cases()
+                        for family in FAMILIES)
 
 
 def _time(ours, theirs, args, budget_s: float) -> dict[str, float]:

@@ -1,10 +1,8 @@
 // Kernel registrations: every activation in activation_list.h, forward, grad
-// and grad-grad op, for half, bfloat16, float and double, on one device. Nothing
-// here is per-op or per-device: the list drives it, and this file is compiled
-// twice:
-//   TF_OPS_WITH_CUDA=0: CPU kernels, into _tf_ops.so (with the ops);
-//   TF_OPS_WITH_CUDA=1: GPU kernels, into _tf_ops_gpu.so, which the loader
-//                       loads only where the driver can run them.
+// and grad-grad op, for half, bfloat16, float and double, on one device
+// (core/kernel_helpers.h's TF_OPS_REGISTER_KERNELS: this file is compiled once
+// for the CPU and once for the GPU). Nothing here is per-op or per-device: the
+// list drives it.
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tf_ops/cc/activation/activation_list.h"
@@ -12,12 +10,9 @@
 
 namespace tf_ops {
 
-using tensorflow::DEVICE_CPU;
-using tensorflow::DEVICE_GPU;
 using tensorflow::register_kernel::Name;
 
-// DEV is TF's device name (DEVICE_CPU, DEVICE_GPU), TAG our executor's tag.
-#define TF_OPS_REGISTER_KERNELS(DEV, TAG, Act, T)                    \
+#define TF_OPS_REGISTER_ACTIVATION(DEV, TAG, T, Act)                 \
   REGISTER_KERNEL_BUILDER(                                          \
       Name("TfOps>" #Act).Device(DEV).TypeConstraint<T>("T"),        \
       ActivationOp<TAG, T, Act>);                                   \
@@ -28,20 +23,8 @@ using tensorflow::register_kernel::Name;
                               .Device(DEV)                          \
                               .TypeConstraint<T>("T"),              \
                           ActivationGradGradOp<TAG, T, Act>);
-
-#define TF_OPS_REGISTER_ALL_DTYPES(DEV, TAG, Act)           \
-  TF_OPS_REGISTER_KERNELS(DEV, TAG, Act, Eigen::half)       \
-  TF_OPS_REGISTER_KERNELS(DEV, TAG, Act, Eigen::bfloat16)   \
-  TF_OPS_REGISTER_KERNELS(DEV, TAG, Act, float)             \
-  TF_OPS_REGISTER_KERNELS(DEV, TAG, Act, double)
-
-#if TF_OPS_WITH_CUDA
-#define TF_OPS_REGISTER_DEVICE(Act) \
-  TF_OPS_REGISTER_ALL_DTYPES(DEVICE_GPU, GpuDevice, Act)
-#else
-#define TF_OPS_REGISTER_DEVICE(Act) \
-  TF_OPS_REGISTER_ALL_DTYPES(DEVICE_CPU, CpuDevice, Act)
-#endif
-TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_DEVICE)
+#define TF_OPS_REGISTER_ACTIVATION_KERNELS(Act) \
+  TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_ACTIVATION, Act)
+TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_ACTIVATION_KERNELS)
 
 }  // namespace tf_ops

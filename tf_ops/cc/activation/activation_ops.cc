@@ -13,7 +13,7 @@
 // rest is generated from the list.
 //
 // Kernels for these ops are in activation_kernels.cc (and the XLA lowerings
-// in activation_xla.cc); Python gradients in tf_ops/python/gradients.py.
+// in activation_xla.cc); Python gradients in tf_ops/python/activation/gradients.py.
 // Each activation's fused ops (bias + activation, gated) are registered here
 // too, with the same attributes: see fused_op_defs.h.
 

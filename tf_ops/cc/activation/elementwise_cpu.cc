@@ -7,13 +7,9 @@
 // float (F16C on the AVX2 and AVX-512 paths, narrow_float.h's branch-free bit
 // arithmetic on the baseline path), the float loop runs over it, and the
 // results are converted back. bfloat16 is converted inside the loop (a shift
-// in, ~10 instructions per 8 values out). Measured with engine_microbench
-// (AMD EPYC, one core): on the baseline path half in blocks takes 0.6-0.95x
-// the time it took converted inside the loop (Elu forward 4.5 -> 2.9 ns per
-// element); bfloat16 in blocks was up to 1.4x faster forward but up to 1.3x
-// slower in the grad ops at 2^24 elements on two cores, and the forward alone
-// in blocks, at 2^24 on two cores, took 0.74-1.30x the in-loop time (Elu and
-// LeakyRelu slower, HardSwish faster, GELU even), so it stays in the loop.
+// in, ~10 instructions per 8 values out): blocks made half faster but
+// bfloat16 no faster overall (slower in the grad ops), so only half uses them
+// (docs/benchmarks.md, "Measurements behind code choices").
 // Each instruction-set variant is a function with
 // GCC's `target` attribute and `flatten`, so that everything it calls is
 // inlined and compiled for that target, while the rest of the library stays
@@ -247,19 +243,19 @@ void GradGrad(const Op& op, Dtype dtype, const void* u, const void* g,
 // they call, so the loops are compiled for the variant's target.
 #define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                              \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void Forward##Suffix(             \
+  TF_OPS_ISA_ENTRY(TARGET) void Forward##Suffix(             \
       const Op& op, Dtype dtype, const void* x, void* y, int64_t begin,       \
       int64_t end) {                                                          \
     Forward<F16C>(op, dtype, x, y, begin, end);                               \
   }                                                                           \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void Backward##Suffix(            \
+  TF_OPS_ISA_ENTRY(TARGET) void Backward##Suffix(            \
       const Op& op, Dtype dtype, const void* g, const void* v, void* dx,      \
       int64_t begin, int64_t end) {                                           \
     Backward<F16C>(op, dtype, g, v, dx, begin, end);                          \
   }                                                                           \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void GradGrad##Suffix(            \
+  TF_OPS_ISA_ENTRY(TARGET) void GradGrad##Suffix(            \
       const Op& op, Dtype dtype, const void* u, const void* g, const void* v, \
       void* d_g, void* d_v, int64_t begin, int64_t end) {                     \
     GradGrad<F16C>(op, dtype, u, g, v, d_g, d_v, begin, end);                 \

@@ -36,33 +36,28 @@ struct Executor;
 
 template <>
 struct Executor<CpuDevice> {
-  // Rough cycles per element for the pool's cost model: small tensors run on
-  // the calling thread, large ones on both cores.
-  template <typename Op>
-  static tsl::thread::ThreadPool::SchedulingParams Schedule() {
-    return AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
-        Op::kCyclesPerElement);
-  }
-
+  // Op::kCyclesPerElement: rough cycles per element for the pool's cost
+  // model, so small tensors run on the calling thread, large ones on all
+  // cores.
   template <typename Op, typename T>
   static absl::Status Forward(tensorflow::OpKernelContext* ctx, const Op& op,
                               const T* x, T* y, int64_t n) {
-    if (y != x) AdviseHugePages(y, n * sizeof(T));
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
-          CpuForward(op, DtypeOf<T>(), x, y, begin, end);
-        });
+    AdviseFreshOutput(y, n * sizeof(T), {x});
+    CpuParallelFor(ctx, n, Op::kCyclesPerElement,
+                   [&](int64_t begin, int64_t end) {
+                     CpuForward(op, DtypeOf<T>(), x, y, begin, end);
+                   });
     return absl::OkStatus();
   }
 
   template <typename Op, typename T>
   static absl::Status Backward(tensorflow::OpKernelContext* ctx, const Op& op,
                                const T* g, const T* v, T* dx, int64_t n) {
-    if (dx != g && dx != v) AdviseHugePages(dx, n * sizeof(T));
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        n, Schedule<Op>(), [&](int64_t begin, int64_t end) {
-          CpuBackward(op, DtypeOf<T>(), g, v, dx, begin, end);
-        });
+    AdviseFreshOutput(dx, n * sizeof(T), {g, v});
+    CpuParallelFor(ctx, n, Op::kCyclesPerElement,
+                   [&](int64_t begin, int64_t end) {
+                     CpuBackward(op, DtypeOf<T>(), g, v, dx, begin, end);
+                   });
     return absl::OkStatus();
   }
 
@@ -72,18 +67,14 @@ struct Executor<CpuDevice> {
                                const T* u, const T* g, const T* v, T* d_g,
                                T* d_v, int64_t n) {
     for (T* out : {d_g, d_v}) {
-      if (out != nullptr && out != u && out != g && out != v) {
-        AdviseHugePages(out, n * sizeof(T));
-      }
+      if (out != nullptr) AdviseFreshOutput(out, n * sizeof(T), {u, g, v});
     }
     // Both derivatives in one pass: about twice the forward's work.
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        n,
-        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
-            2 * Op::kCyclesPerElement),
-        [&](int64_t begin, int64_t end) {
-          CpuGradGrad(op, DtypeOf<T>(), u, g, v, d_g, d_v, begin, end);
-        });
+    CpuParallelFor(ctx, n, 2 * Op::kCyclesPerElement,
+                   [&](int64_t begin, int64_t end) {
+                     CpuGradGrad(op, DtypeOf<T>(), u, g, v, d_g, d_v, begin,
+                                 end);
+                   });
     return absl::OkStatus();
   }
 };

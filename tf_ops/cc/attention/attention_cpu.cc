@@ -613,23 +613,23 @@ constexpr int VectorBytes(std::string_view isa) {
 }
 
 #define TF_OPS_ATTENTION_GEMM(Name, C, Suffix, TARGET)                      \
-  TARGET __attribute__((flatten, noinline)) void Name##Suffix(               \
+  TF_OPS_ISA_ENTRY(TARGET) void Name##Suffix(               \
       int64_t M, int64_t N, int64_t K, const C* A, int64_t lda, const C* B,  \
       int64_t ldb, C* Cm, int64_t ldc, bool accumulate) {                    \
     Gemm<C, VectorBytes(#Suffix)>::Run(M, N, K, A, lda, B, ldb, Cm, ldc,     \
                                        accumulate);                          \
   }
 
-#define TF_OPS_ATTENTION_VARIANT(Suffix, TARGET, F16C)                       \
+#define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                       \
   TF_OPS_ATTENTION_GEMM(GemmFloat, float, Suffix, TARGET)                    \
   TF_OPS_ATTENTION_GEMM(GemmDouble, double, Suffix, TARGET)                  \
-  TARGET __attribute__((flatten, noinline)) void Forward##Suffix(            \
+  TF_OPS_ISA_ENTRY(TARGET) void Forward##Suffix(            \
       const ForwardCall& c, int64_t begin, int64_t end) {                    \
     cpu_storage::WithStorage(c.dtype, [&](auto st) {                         \
       RunForward(st, c, begin, end, &GemmFloat##Suffix, &GemmDouble##Suffix); \
     });                                                                      \
   }                                                                          \
-  TARGET __attribute__((flatten, noinline)) void Backward##Suffix(           \
+  TF_OPS_ISA_ENTRY(TARGET) void Backward##Suffix(           \
       const BackwardCall& c, int64_t begin, int64_t end) {                   \
     cpu_storage::WithStorage(c.dtype, [&](auto st) {                         \
       RunBackward(st, c, begin, end, &GemmFloat##Suffix,                     \
@@ -637,8 +637,8 @@ constexpr int VectorBytes(std::string_view isa) {
     });                                                                      \
   }
 
-TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ATTENTION_VARIANT)
-#undef TF_OPS_ATTENTION_VARIANT
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
+#undef TF_OPS_ISA_VARIANT
 #undef TF_OPS_ATTENTION_GEMM
 
 void Forward(const ForwardCall& c, int64_t begin, int64_t end) {

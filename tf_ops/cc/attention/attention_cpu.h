@@ -15,19 +15,13 @@
 #define TF_OPS_CC_ATTENTION_ATTENTION_CPU_H_
 
 #include <cstdint>
-#include <functional>
 
 #include "tf_ops/cc/attention/attention_params.h"
 #include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/core/parallel_for.h"
 
 namespace tf_ops {
 namespace attention {
-
-// fn(begin, end) over [0, total), shards sized by `cost_per_unit` (rough
-// cycles per unit), on whatever pool the caller has; may run serially.
-using ParallelFor = std::function<void(
-    int64_t total, int64_t cost_per_unit,
-    const std::function<void(int64_t, int64_t)>& fn)>;
 
 // The whole forward: output [B, T, N, Dv] and lse [B, N, T].
 void CpuAttentionForward(Dtype dtype, const AttentionParams& p, const void* q,

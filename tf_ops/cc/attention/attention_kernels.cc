@@ -76,13 +76,6 @@ absl::Status ParamsOf(OpKernelContext* ctx, const std::string& op,
   return absl::OkStatus();
 }
 
-ParallelFor PoolOf(OpKernelContext* ctx) {
-  return [ctx](int64_t total, int64_t cost,
-               const std::function<void(int64_t, int64_t)>& fn) {
-    CpuParallelFor(ctx, total, cost, fn);
-  };
-}
-
 template <typename Device>
 struct Executor;
 
@@ -119,7 +112,7 @@ struct Executor<CpuDevice> {
                               Dtype dtype, const AttentionParams& p,
                               const void* q, const void* k, const void* v,
                               void* out, void* lse) {
-    CpuAttentionForward(dtype, p, q, k, v, out, lse, PoolOf(ctx));
+    CpuAttentionForward(dtype, p, q, k, v, out, lse, CpuParallelForOf(ctx));
     return absl::OkStatus();
   }
   static absl::Status Backward(OpKernelContext* ctx, const std::string&,
@@ -134,7 +127,7 @@ struct Executor<CpuDevice> {
         AllocateScratch(ctx, CpuAttentionBackwardScratchBytes(dtype, p),
                         &holder));
     CpuAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk, dv,
-                         scratch, PoolOf(ctx));
+                         scratch, CpuParallelForOf(ctx));
     return absl::OkStatus();
   }
 };
@@ -217,35 +210,22 @@ class AttentionGradOp : public OpKernel {
 
 }  // namespace
 
-using tensorflow::DEVICE_CPU;
-using tensorflow::DEVICE_GPU;
-using tensorflow::register_kernel::Name;
-
 // The lse input/output is float, double for double (attribute L).
-#define TF_OPS_REGISTER_ATTENTION(DEV, TAG, T, L)                           \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>Attention")                           \
-                              .Device(DEV)                                  \
-                              .TypeConstraint<T>("T")                       \
-                              .TypeConstraint<L>("L"),                      \
-                          AttentionOp<TAG, T>);                             \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>AttentionGrad")                       \
-                              .Device(DEV)                                  \
-                              .TypeConstraint<T>("T")                       \
-                              .TypeConstraint<L>("L"),                      \
+#define TF_OPS_REGISTER_ATTENTION(DEV, TAG, T, ...)                 \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>Attention")                   \
+                              .Device(DEV)                          \
+                              .TypeConstraint<T>("T")               \
+                              .TypeConstraint<ComputeType<T>>("L"), \
+                          AttentionOp<TAG, T>);                     \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>AttentionGrad")               \
+                              .Device(DEV)                          \
+                              .TypeConstraint<T>("T")               \
+                              .TypeConstraint<ComputeType<T>>("L"), \
                           AttentionGradOp<TAG, T>);
 
-#if TF_OPS_WITH_CUDA
-#define TF_OPS_ATTENTION_DEVICE DEVICE_GPU, GpuDevice
-#else
-#define TF_OPS_ATTENTION_DEVICE DEVICE_CPU, CpuDevice
-#endif
-#define TF_OPS_REGISTER_ATTENTION_EXPAND(...) \
-  TF_OPS_REGISTER_ATTENTION(__VA_ARGS__)
-TF_OPS_REGISTER_ATTENTION_EXPAND(TF_OPS_ATTENTION_DEVICE, Eigen::half, float)
-TF_OPS_REGISTER_ATTENTION_EXPAND(TF_OPS_ATTENTION_DEVICE, Eigen::bfloat16,
-                                 float)
-TF_OPS_REGISTER_ATTENTION_EXPAND(TF_OPS_ATTENTION_DEVICE, float, float)
-TF_OPS_REGISTER_ATTENTION_EXPAND(TF_OPS_ATTENTION_DEVICE, double, double)
+using tensorflow::register_kernel::Name;
+TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_ATTENTION)
+#undef TF_OPS_REGISTER_ATTENTION
 
 }  // namespace attention
 }  // namespace tf_ops

@@ -311,15 +311,15 @@ void TileRange(const K& k, const Tiling& t, AccOf<K>* pa, AccOf<K>* pb,
   }
 }
 
-#define TF_OPS_BN_ISA_VARIANT(Suffix, TARGET, F16C)                        \
+#define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                        \
   template <typename K>                                                    \
-  TARGET __attribute__((flatten, noinline)) void Tiles##Suffix(            \
+  TF_OPS_ISA_ENTRY(TARGET) void Tiles##Suffix(            \
       const K& k, const Tiling& t, AccOf<K>* pa, AccOf<K>* pb,             \
       int64_t begin, int64_t end) {                                        \
     TileRange(k, t, pa, pb, begin, end);                                   \
   }
-TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_BN_ISA_VARIANT)
-#undef TF_OPS_BN_ISA_VARIANT
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
+#undef TF_OPS_ISA_VARIANT
 
 template <typename K>
 void Tiles(const K& k, const Tiling& t, AccOf<K>* pa, AccOf<K>* pb,
@@ -330,7 +330,7 @@ void Tiles(const K& k, const Tiling& t, AccOf<K>* pa, AccOf<K>* pb,
 // A whole pass of kernel k over the tensor, tiles spread over `parallel`.
 template <typename S, typename K>
 void RunPass(const K& k, const Tiling& t, Scratch<S> sc,
-             int cycles_per_element, const BatchNormParallelFor& parallel) {
+             int cycles_per_element, const ParallelFor& parallel) {
   parallel(t.tiles(), t.tile_elements() * cycles_per_element,
            [&](int64_t begin, int64_t end) {
              Tiles(k, t, sc.a, sc.b, begin, end);
@@ -375,7 +375,7 @@ void ReduceChannel(const Tiling& t, const Acc* a, const Acc* b, int64_t c,
 // fn(c, sum_a, sum_b) for every channel, over `parallel`.
 template <typename S, typename Fn>
 void ForEachChannelSums(const Tiling& t, Scratch<S> sc,
-                        const BatchNormParallelFor& parallel, const Fn& fn) {
+                        const ParallelFor& parallel, const Fn& fn) {
   using Acc = typename S::Acc;
   const int64_t per_channel = t.partials() / std::max<int64_t>(1, sc.channels);
   parallel(sc.channels, 2 * per_channel + 1, [&](int64_t begin, int64_t end) {
@@ -428,7 +428,7 @@ GradKernelInputs<S, Op> GradInputsOf(const Op& op, const void* dy,
 template <typename S>
 void GradSums(const BatchNormActivation& act, const void* dy, const void* x,
               void* dx, const Tiling& t, Scratch<S> sc, void* dgamma,
-              void* dbeta, const BatchNormParallelFor& parallel) {
+              void* dbeta, const ParallelFor& parallel) {
   using Cm = Compute<S>;
   WithActivation(act, [&](auto op, int cycles) {
     using Op = decltype(op);
@@ -457,7 +457,7 @@ void TrainingDxPass(const BatchNormActivation& act, const void* dy,
                     const void* x, void* dx, const void* d_mean,
                     const void* d_variance, const Compute<S>* dgamma,
                     const Compute<S>* dbeta, double count, const Tiling& t,
-                    Scratch<S> sc, const BatchNormParallelFor& parallel) {
+                    Scratch<S> sc, const ParallelFor& parallel) {
   using Cm = Compute<S>;
   for (int64_t c = 0; c < sc.channels; ++c) {
     const TrainingDxCoefficients<Cm> co = TrainingDxOf(
@@ -479,7 +479,7 @@ void TrainingDxPass(const BatchNormActivation& act, const void* dy,
 template <typename S>
 void ForwardPass(const BatchNormActivation& act, const void* x, void* y,
                  const Tiling& t, Scratch<S> sc,
-                 const BatchNormParallelFor& parallel) {
+                 const ParallelFor& parallel) {
   using Stored = typename S::Stored;
   WithActivation(act, [&](auto op, int cycles) {
     using Op = decltype(op);
@@ -501,7 +501,7 @@ void CpuBatchNormTraining(const BatchNormActivation& act, Dtype dtype,
                           const void* x, const void* gamma, const void* beta,
                           float epsilon, void* y, void* mean, void* variance,
                           BatchNormLayout layout, double* scratch,
-                          const BatchNormParallelFor& parallel) {
+                          const ParallelFor& parallel) {
   const Tiling t = MakeTiling(layout);
   WithStorage(dtype, [&](auto s) {
     using S = decltype(s);
@@ -535,7 +535,7 @@ void CpuBatchNormTrainingGrad(const BatchNormActivation& act, Dtype dtype,
                               float epsilon, void* dx, void* dgamma,
                               void* dbeta, BatchNormLayout layout,
                               double* scratch,
-                              const BatchNormParallelFor& parallel) {
+                              const ParallelFor& parallel) {
   const Tiling t = MakeTiling(layout);
   WithStorage(dtype, [&](auto s) {
     using S = decltype(s);
@@ -555,7 +555,7 @@ void CpuBatchNormTrainingInputGrad(
     const void* variance, const void* d_mean, const void* d_variance,
     const void* dgamma, const void* dbeta, double count, float epsilon,
     void* dx, BatchNormLayout layout, double* scratch,
-    const BatchNormParallelFor& parallel) {
+    const ParallelFor& parallel) {
   const Tiling t = MakeTiling(layout);
   WithStorage(dtype, [&](auto s) {
     using S = decltype(s);
@@ -573,7 +573,7 @@ void CpuBatchNormInference(const BatchNormActivation& act, Dtype dtype,
                            const void* mean, const void* variance,
                            float epsilon, void* y, BatchNormLayout layout,
                            double* scratch,
-                           const BatchNormParallelFor& parallel) {
+                           const ParallelFor& parallel) {
   const Tiling t = MakeTiling(layout);
   WithStorage(dtype, [&](auto s) {
     using S = decltype(s);
@@ -590,7 +590,7 @@ void CpuBatchNormInferenceGrad(const BatchNormActivation& act, Dtype dtype,
                                float epsilon, void* dx, void* dgamma,
                                void* dbeta, BatchNormLayout layout,
                                double* scratch,
-                               const BatchNormParallelFor& parallel) {
+                               const ParallelFor& parallel) {
   const Tiling t = MakeTiling(layout);
   WithStorage(dtype, [&](auto s) {
     using S = decltype(s);

@@ -21,13 +21,9 @@
 #include "tf_ops/cc/batch_norm/batch_norm_activation.h"
 #include "tf_ops/cc/batch_norm/batch_norm_math.h"
 #include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/core/parallel_for.h"
 
 namespace tf_ops {
-
-// parallel(total, cost_per_unit, fn) calls fn(begin, end) over [0, total) in
-// any split, possibly concurrently.
-using BatchNormParallelFor = std::function<void(
-    int64_t, int64_t, const std::function<void(int64_t, int64_t)>&)>;
 
 // Doubles of scratch every op below needs for this layout.
 int64_t BatchNormScratchDoubles(BatchNormLayout layout);
@@ -39,7 +35,7 @@ void CpuBatchNormTraining(const BatchNormActivation& act, Dtype dtype,
                           const void* x, const void* gamma, const void* beta,
                           float epsilon, void* y, void* mean, void* variance,
                           BatchNormLayout layout, double* scratch,
-                          const BatchNormParallelFor& parallel);
+                          const ParallelFor& parallel);
 
 // dx, dgamma, dbeta of CpuBatchNormTraining (mean and variance: its outputs;
 // d_mean, d_variance: the gradients of those outputs). Two passes over x, dy:
@@ -53,7 +49,7 @@ void CpuBatchNormTrainingGrad(const BatchNormActivation& act, Dtype dtype,
                               float epsilon, void* dx, void* dgamma,
                               void* dbeta, BatchNormLayout layout,
                               double* scratch,
-                              const BatchNormParallelFor& parallel);
+                              const ParallelFor& parallel);
 
 // The training grad's second pass alone: dx from the parameter gradients
 // dgamma and dbeta and the statistics' gradients d_mean and d_variance of a
@@ -65,7 +61,7 @@ void CpuBatchNormTrainingInputGrad(
     const void* variance, const void* d_mean, const void* d_variance,
     const void* dgamma, const void* dbeta, double count, float epsilon,
     void* dx, BatchNormLayout layout, double* scratch,
-    const BatchNormParallelFor& parallel);
+    const ParallelFor& parallel);
 
 // y = f(x * scale + shift) with the given statistics. One pass.
 void CpuBatchNormInference(const BatchNormActivation& act, Dtype dtype,
@@ -73,7 +69,7 @@ void CpuBatchNormInference(const BatchNormActivation& act, Dtype dtype,
                            const void* mean, const void* variance,
                            float epsilon, void* y, BatchNormLayout layout,
                            double* scratch,
-                           const BatchNormParallelFor& parallel);
+                           const ParallelFor& parallel);
 
 // dx = scale * dz, dgamma = rstd * sum(dz * (x - mean)), dbeta = sum(dz) of
 // CpuBatchNormInference, statistics held fixed. One pass; dx null: the sums
@@ -85,7 +81,7 @@ void CpuBatchNormInferenceGrad(const BatchNormActivation& act, Dtype dtype,
                                float epsilon, void* dx, void* dgamma,
                                void* dbeta, BatchNormLayout layout,
                                double* scratch,
-                               const BatchNormParallelFor& parallel);
+                               const ParallelFor& parallel);
 
 }  // namespace tf_ops
 

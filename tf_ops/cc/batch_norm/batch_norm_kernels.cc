@@ -1,13 +1,10 @@
 // Kernels of the batch-norm ops (batch_norm_ops.cc) for half, bfloat16, float
 // and double x. They check shapes (the shape functions cannot when dimensions
 // are unknown, nor in eager calls), allocate (reusing an input buffer when
-// TensorFlow allows) and hand the buffers to the device's engine. Compiled
-// twice, as fused_kernels.cc:
-//   TF_OPS_WITH_CUDA=0: CPU kernels (batch_norm_cpu.h over TensorFlow's
-//                       intra-op thread pool), into _tf_ops.so;
-//   TF_OPS_WITH_CUDA=1: GPU kernels (cu/batch_norm/batch_norm_gpu.h's
-//                       launchers on the op's CUDA stream), into
-//                       _tf_ops_gpu.so.
+// TensorFlow allows) and hand the buffers to the device's engine: on the CPU
+// batch_norm_cpu.h over TensorFlow's intra-op thread pool, on the GPU
+// cu/batch_norm/batch_norm_gpu.h's launchers on the op's CUDA stream
+// (compiled once per device: core/kernel_helpers.h's TF_OPS_REGISTER_KERNELS).
 
 #include <cstdint>
 #include <string>
@@ -18,12 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
-#include "tensorflow/core/platform/threadpool.h"
-#include "tf_ops/cc/activation/elementwise_kernel.h"
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
 #include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
 #include "tf_ops/cc/batch_norm/batch_norm_shapes.h"
-#include "tf_ops/cc/core/huge_pages.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tf_ops/cu/batch_norm/batch_norm_gpu.h"
@@ -63,19 +58,6 @@ int64_t ScratchDoubles(BatchNormLayout l) {
 }
 #else
 int64_t ScratchDoubles(BatchNormLayout l) { return BatchNormScratchDoubles(l); }
-
-BatchNormParallelFor PoolOf(OpKernelContext* ctx) {
-  auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  return [pool](int64_t total, int64_t cost,
-                const std::function<void(int64_t, int64_t)>& fn) {
-    if (total <= 0) return;
-    pool->ParallelFor(
-        total,
-        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
-            std::max<int64_t>(1, cost)),
-        fn);
-  };
-}
 #endif
 
 // The element count input of the input-grad op (host memory on the GPU).
@@ -88,7 +70,7 @@ template <typename T, Phase kPhase>
 class BatchNormOp : public OpKernel {
  public:
   // Per-channel tensors: float, double for double x.
-  using U = std::conditional_t<std::is_same<T, double>::value, double, float>;
+  using U = ComputeType<T>;
 
   explicit BatchNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx,
@@ -125,9 +107,7 @@ class BatchNormOp : public OpKernel {
       }
       out0 = MutableData(t);
 #if !TF_OPS_WITH_CUDA
-      if (out0 != in(0) && out0 != in(1)) {
-        AdviseHugePages(out0, x.NumElements() * sizeof(T));
-      }
+      AdviseFreshOutput(out0, x.NumElements() * sizeof(T), {in(0), in(1)});
 #endif
     }
     void* out1 = nullptr;
@@ -146,7 +126,7 @@ class BatchNormOp : public OpKernel {
 #define TF_OPS_BN_RUN(cpu_fn, gpu_fn, ...) \
   error = gpu_fn(__VA_ARGS__, sp, stream)
 #else
-    const BatchNormParallelFor parallel = PoolOf(ctx);
+    const ParallelFor parallel = CpuParallelForOf(ctx);
 #define TF_OPS_BN_RUN(cpu_fn, gpu_fn, ...) cpu_fn(__VA_ARGS__, sp, parallel)
 #endif
     switch (kPhase) {
@@ -181,10 +161,7 @@ class BatchNormOp : public OpKernel {
     }
 #undef TF_OPS_BN_RUN
 #if TF_OPS_WITH_CUDA
-    OP_REQUIRES(ctx, error == nullptr,
-                absl::InternalError(absl::StrCat(
-                    BatchNormOpName(kPhase), ": CUDA kernel launch failed: ",
-                    error == nullptr ? "" : error)));
+    OP_REQUIRES_OK(ctx, LaunchStatus(BatchNormOpName(kPhase), error));
 #endif
   }
 
@@ -196,43 +173,36 @@ class BatchNormOp : public OpKernel {
 
 using tensorflow::register_kernel::Name;
 
-#if TF_OPS_WITH_CUDA
-#define TF_OPS_BN_DEVICE tensorflow::DEVICE_GPU
-#else
-#define TF_OPS_BN_DEVICE tensorflow::DEVICE_CPU
-#endif
-
-#define TF_OPS_REGISTER_BATCH_NORM(T, U)                                      \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTraining")                     \
-                              .Device(TF_OPS_BN_DEVICE)                       \
-                              .TypeConstraint<T>("T")                         \
-                              .TypeConstraint<U>("U"),                        \
-                          BatchNormOp<T, Phase::kTraining>);                  \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTrainingGrad")                 \
-                              .Device(TF_OPS_BN_DEVICE)                       \
-                              .TypeConstraint<T>("T")                         \
-                              .TypeConstraint<U>("U"),                        \
-                          BatchNormOp<T, Phase::kTrainingGrad>);              \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormInference")                    \
-                              .Device(TF_OPS_BN_DEVICE)                       \
-                              .TypeConstraint<T>("T")                         \
-                              .TypeConstraint<U>("U"),                        \
-                          BatchNormOp<T, Phase::kInference>);                 \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormInferenceGrad")                \
-                              .Device(TF_OPS_BN_DEVICE)                       \
-                              .TypeConstraint<T>("T")                         \
-                              .TypeConstraint<U>("U"),                        \
-                          BatchNormOp<T, Phase::kInferenceGrad>);          \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTrainingInputGrad")         \
-                              .Device(TF_OPS_BN_DEVICE)                       \
-                              .TypeConstraint<T>("T")                         \
-                              .TypeConstraint<U>("U")                         \
-                              .HostMemory("count"),                           \
+// The per-channel tensors' dtype U is T's compute type (float, double for
+// double x).
+#define TF_OPS_REGISTER_BATCH_NORM(DEV, TAG, T, ...)                         \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTraining")                   \
+                              .Device(DEV)                                  \
+                              .TypeConstraint<T>("T")                       \
+                              .TypeConstraint<ComputeType<T>>("U"),         \
+                          BatchNormOp<T, Phase::kTraining>);                \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTrainingGrad")               \
+                              .Device(DEV)                                  \
+                              .TypeConstraint<T>("T")                       \
+                              .TypeConstraint<ComputeType<T>>("U"),         \
+                          BatchNormOp<T, Phase::kTrainingGrad>);            \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormInference")                  \
+                              .Device(DEV)                                  \
+                              .TypeConstraint<T>("T")                       \
+                              .TypeConstraint<ComputeType<T>>("U"),         \
+                          BatchNormOp<T, Phase::kInference>);               \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormInferenceGrad")              \
+                              .Device(DEV)                                  \
+                              .TypeConstraint<T>("T")                       \
+                              .TypeConstraint<ComputeType<T>>("U"),         \
+                          BatchNormOp<T, Phase::kInferenceGrad>);           \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>BatchNormTrainingInputGrad")          \
+                              .Device(DEV)                                  \
+                              .TypeConstraint<T>("T")                       \
+                              .TypeConstraint<ComputeType<T>>("U")          \
+                              .HostMemory("count"),                         \
                           BatchNormOp<T, Phase::kTrainingInputGrad>);
 
-TF_OPS_REGISTER_BATCH_NORM(Eigen::half, float)
-TF_OPS_REGISTER_BATCH_NORM(Eigen::bfloat16, float)
-TF_OPS_REGISTER_BATCH_NORM(float, float)
-TF_OPS_REGISTER_BATCH_NORM(double, double)
+TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_BATCH_NORM)
 
 }  // namespace tf_ops

@@ -30,16 +30,18 @@ const char* CpuIsaName(CpuIsa isa);
 }  // namespace tf_ops
 
 // Compiling a loop once per instruction set, the one idiom every CPU engine
-// uses. An engine writes its entry points as a macro VARIANT(Suffix, TARGET,
-// F16C): functions named Name##Suffix, declared
-//   TARGET __attribute__((flatten, noinline))
+// uses. An engine writes its entry points as a macro
+// TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C) (#undef'd after use): functions
+// named Name##Suffix, declared
+//   TF_OPS_ISA_ENTRY(TARGET)
 // so that everything they call is inlined and compiled for TARGET (F16C says
 // whether that target has the half <-> float instructions). Then
-//   TF_OPS_FOR_EACH_CPU_ISA(VARIANT)
+//   TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
 // defines NameBaseline, NameAvx2 and NameAvx512 (only NameBaseline off x86-64),
 // and inside a function returning the same type
 //   TF_OPS_CPU_ISA_DISPATCH(Name, args...)
 // returns the variant for ActiveCpuIsa().
+#define TF_OPS_ISA_ENTRY(TARGET) TARGET __attribute__((flatten, noinline))
 #define TF_OPS_TARGET_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
 #define TF_OPS_TARGET_AVX512                                        \
   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma," \

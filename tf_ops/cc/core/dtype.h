@@ -20,6 +20,11 @@ template <typename T>
 using ComputeType =
     std::conditional_t<std::is_same<T, double>::value, double, float>;
 
+// Bytes of one element of a storage type.
+constexpr int DtypeSize(Dtype dtype) {
+  return dtype == Dtype::kDouble ? 8 : dtype == Dtype::kFloat ? 4 : 2;
+}
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_DTYPE_H_

@@ -9,7 +9,9 @@
 #define TF_OPS_CC_CORE_KERNEL_HELPERS_H_
 
 #include <cstdint>
+#include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -24,6 +26,7 @@
 #include "tensorflow/core/platform/threadpool.h"
 #include "tf_ops/cc/core/dtype.h"
 #include "tf_ops/cc/core/huge_pages.h"
+#include "tf_ops/cc/core/parallel_for.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tensorflow/core/framework/device_base.h"
@@ -79,6 +82,33 @@ inline void CpuParallelFor(tensorflow::OpKernelContext* ctx, int64_t total,
       AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
           cost_per_unit),
       fn);
+}
+
+// TensorFlow's intra-op pool as the engines' ParallelFor (parallel_for.h), for
+// the engines that split their own work: nothing runs for an empty range, and
+// a cost below one cycle counts as one.
+inline ParallelFor CpuParallelForOf(tensorflow::OpKernelContext* ctx) {
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  return [pool](int64_t total, int64_t cost_per_unit,
+                const std::function<void(int64_t, int64_t)>& fn) {
+    if (total <= 0) return;
+    pool->ParallelFor(
+        total,
+        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
+            std::max<int64_t>(1, cost_per_unit)),
+        fn);
+  };
+}
+
+// Huge pages (huge_pages.h) for an output of `bytes` at `out` unless it is
+// one of `inputs` forwarded (TensorFlow gave the kernel an input's buffer,
+// already faulted in): only a fresh buffer gains from the hint.
+inline void AdviseFreshOutput(void* out, size_t bytes,
+                              std::initializer_list<const void*> inputs) {
+  for (const void* in : inputs) {
+    if (in == out) return;
+  }
+  AdviseHugePages(out, bytes);
 }
 
 #if TF_OPS_WITH_CUDA
@@ -145,5 +175,31 @@ inline absl::StatusOr<void*> AllocateScratch(tensorflow::OpKernelContext* ctx,
 }
 
 }  // namespace tf_ops
+
+// The one kernel-registration idiom of every family: REGISTER(DEV, TAG, T,
+// ...) once for each of the four dtypes, on the device this translation unit
+// is compiled for. Each *_kernels.cc is compiled twice:
+//   TF_OPS_WITH_CUDA=0: DEV = DEVICE_CPU, TAG = CpuDevice, into _tf_ops.so;
+//   TF_OPS_WITH_CUDA=1: DEV = DEVICE_GPU, TAG = GpuDevice, into
+//                       _tf_ops_gpu.so, which the loader loads only where
+//                       the driver can run it.
+// A family writes one macro REGISTER(DEV, TAG, T, ...) with its ops'
+// REGISTER_KERNEL_BUILDERs for one dtype, and ends its file with
+//   TF_OPS_REGISTER_KERNELS(REGISTER)
+// or, per entry of a list (each activation), TF_OPS_REGISTER_KERNELS(REGISTER,
+// Act): the arguments after REGISTER reach it after T.
+#if TF_OPS_WITH_CUDA
+#define TF_OPS_KERNEL_DEVICE ::tensorflow::DEVICE_GPU
+#define TF_OPS_KERNEL_TAG ::tf_ops::GpuDevice
+#else
+#define TF_OPS_KERNEL_DEVICE ::tensorflow::DEVICE_CPU
+#define TF_OPS_KERNEL_TAG ::tf_ops::CpuDevice
+#endif
+#define TF_OPS_REGISTER_KERNELS(REGISTER, ...)                              \
+  REGISTER(TF_OPS_KERNEL_DEVICE, TF_OPS_KERNEL_TAG, Eigen::half, __VA_ARGS__) \
+  REGISTER(TF_OPS_KERNEL_DEVICE, TF_OPS_KERNEL_TAG, Eigen::bfloat16,          \
+           __VA_ARGS__)                                                       \
+  REGISTER(TF_OPS_KERNEL_DEVICE, TF_OPS_KERNEL_TAG, float, __VA_ARGS__)       \
+  REGISTER(TF_OPS_KERNEL_DEVICE, TF_OPS_KERNEL_TAG, double, __VA_ARGS__)
 
 #endif  // TF_OPS_CC_CORE_KERNEL_HELPERS_H_

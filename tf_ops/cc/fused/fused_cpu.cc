@@ -330,15 +330,15 @@ void GatedGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
 }
 
 // One copy of each per instruction set; `flatten` inlines all they call.
-#define TF_OPS_FUSED_ISA_VARIANT(Suffix, TARGET, F16C)                        \
+#define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                        \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void BiasForward##Suffix(         \
+  TF_OPS_ISA_ENTRY(TARGET) void BiasForward##Suffix(         \
       const Op& op, Dtype dtype, const void* x, const void* b, void* y,       \
       BiasLayout layout, int64_t begin, int64_t end) {                        \
     BiasForwardAny(op, dtype, x, b, y, layout, begin, end);                   \
   }                                                                           \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void BiasGrad##Suffix(            \
+  TF_OPS_ISA_ENTRY(TARGET) void BiasGrad##Suffix(            \
       const Op& op, Dtype dtype, const void* g, const void* x, const void* b, \
       void* dx, void* partials, const BiasGradTiling& tiling,                 \
       int64_t tile_begin, int64_t tile_end) {                                 \
@@ -346,13 +346,13 @@ void GatedGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
                 tile_end);                                                    \
   }                                                                           \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void GatedForward##Suffix(        \
+  TF_OPS_ISA_ENTRY(TARGET) void GatedForward##Suffix(        \
       const Op& op, Dtype dtype, const void* x, const void* b, void* y,       \
       int64_t half, int64_t begin, int64_t end) {                             \
     GatedForwardAny(op, dtype, x, b, y, half, begin, end);                    \
   }                                                                           \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void BiasGatedGrad##Suffix(       \
+  TF_OPS_ISA_ENTRY(TARGET) void BiasGatedGrad##Suffix(       \
       const Op& op, Dtype dtype, const void* g, const void* x, const void* b, \
       void* dx, void* partials, const BiasGradTiling& tiling,                 \
       int64_t tile_begin, int64_t tile_end) {                                 \
@@ -360,14 +360,14 @@ void GatedGradAny(const Op& op, Dtype dtype, const void* g, const void* x,
                      tile_end);                                               \
   }                                                                           \
   template <typename Op>                                                      \
-  TARGET __attribute__((flatten, noinline)) void GatedGrad##Suffix(           \
+  TF_OPS_ISA_ENTRY(TARGET) void GatedGrad##Suffix(           \
       const Op& op, Dtype dtype, const void* g, const void* x, void* dx,      \
       int64_t half, int64_t begin, int64_t end) {                             \
     GatedGradAny(op, dtype, g, x, dx, half, begin, end);                      \
   }
 
-TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_FUSED_ISA_VARIANT)
-#undef TF_OPS_FUSED_ISA_VARIANT
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
+#undef TF_OPS_ISA_VARIANT
 
 }  // namespace
 

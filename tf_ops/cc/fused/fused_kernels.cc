@@ -366,12 +366,9 @@ class GatedActivationGradOp : public OpKernel {
 
 }  // namespace
 
-using tensorflow::DEVICE_CPU;
-using tensorflow::DEVICE_GPU;
 using tensorflow::register_kernel::Name;
 
-// DEV is TF's device name, TAG the executor's device tag.
-#define TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, T)                       \
+#define TF_OPS_REGISTER_FUSED(DEV, TAG, T, Act)                               \
   REGISTER_KERNEL_BUILDER(                                                    \
       Name("TfOps>Bias" #Act).Device(DEV).TypeConstraint<T>("T"),             \
       BiasActivationOp<TAG, T, Act>);                                         \
@@ -390,20 +387,8 @@ using tensorflow::register_kernel::Name;
   REGISTER_KERNEL_BUILDER(                                                    \
       Name("TfOps>BiasGated" #Act "Grad").Device(DEV).TypeConstraint<T>("T"), \
       GatedActivationGradOp<TAG, T, Act, true>);
-
-#define TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEV, TAG, Act)       \
-  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, Eigen::half)     \
-  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, Eigen::bfloat16) \
-  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, float)           \
-  TF_OPS_REGISTER_FUSED_KERNELS(DEV, TAG, Act, double)
-
-#if TF_OPS_WITH_CUDA
-#define TF_OPS_REGISTER_FUSED_DEVICE(Act) \
-  TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEVICE_GPU, GpuDevice, Act)
-#else
-#define TF_OPS_REGISTER_FUSED_DEVICE(Act) \
-  TF_OPS_REGISTER_FUSED_ALL_DTYPES(DEVICE_CPU, CpuDevice, Act)
-#endif
-TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_FUSED_DEVICE)
+#define TF_OPS_REGISTER_FUSED_KERNELS(Act) \
+  TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_FUSED, Act)
+TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_REGISTER_FUSED_KERNELS)
 
 }  // namespace tf_ops

@@ -292,15 +292,15 @@ void GradAny(Dtype dtype, const NormGradTiling& t, const void* dy,
   });
 }
 
-#define TF_OPS_NORM_ISA_VARIANT(Suffix, TARGET, F16C)                         \
-  TARGET __attribute__((flatten, noinline)) void NormForward##Suffix(        \
+#define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                         \
+  TF_OPS_ISA_ENTRY(TARGET) void NormForward##Suffix(        \
       Dtype dtype, const NormShape& shape, double epsilon, const void* x,    \
       const void* r, const void* gamma, const void* beta, void* h, void* y,  \
       void* mean, void* rstd, int64_t begin, int64_t end) {                  \
     ForwardAny(dtype, shape, epsilon, x, r, gamma, beta, h, y, mean, rstd,   \
                begin, end);                                                  \
   }                                                                          \
-  TARGET __attribute__((flatten, noinline)) void NormGrad##Suffix(           \
+  TF_OPS_ISA_ENTRY(TARGET) void NormGrad##Suffix(           \
       Dtype dtype, const NormGradTiling& t, const void* dy, const void* x,   \
       const void* gamma, const void* mean, const void* rstd, const void* dh, \
       void* dx, void* partials, int64_t tile_begin, int64_t tile_end) {      \
@@ -308,8 +308,8 @@ void GradAny(Dtype dtype, const NormGradTiling& t, const void* dy,
             tile_begin, tile_end);                                           \
   }
 
-TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_NORM_ISA_VARIANT)
-#undef TF_OPS_NORM_ISA_VARIANT
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
+#undef TF_OPS_ISA_VARIANT
 
 }  // namespace
 

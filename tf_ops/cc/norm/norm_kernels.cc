@@ -281,11 +281,9 @@ class NormGradOp : public OpKernel {
 
 }  // namespace
 
-using tensorflow::DEVICE_CPU;
-using tensorflow::DEVICE_GPU;
 using tensorflow::register_kernel::Name;
 
-#define TF_OPS_REGISTER_NORM(DEV, TAG, NAME, C, R, T)                       \
+#define TF_OPS_REGISTER_NORM_KIND(DEV, TAG, T, NAME, C, R)                  \
   REGISTER_KERNEL_BUILDER(                                                  \
       Name("TfOps>" NAME).Device(DEV).TypeConstraint<T>("T"),               \
       NormOp<TAG, T, C, R>);                                                \
@@ -293,22 +291,10 @@ using tensorflow::register_kernel::Name;
       Name("TfOps>" NAME "Grad").Device(DEV).TypeConstraint<T>("T"),        \
       NormGradOp<TAG, T, C, R>);
 
-#define TF_OPS_REGISTER_NORM_KINDS(DEV, TAG, T)                 \
-  TF_OPS_REGISTER_NORM(DEV, TAG, "LayerNorm", true, false, T)   \
-  TF_OPS_REGISTER_NORM(DEV, TAG, "AddLayerNorm", true, true, T) \
-  TF_OPS_REGISTER_NORM(DEV, TAG, "RmsNorm", false, false, T)    \
-  TF_OPS_REGISTER_NORM(DEV, TAG, "AddRmsNorm", false, true, T)
-
-#if TF_OPS_WITH_CUDA
-#define TF_OPS_NORM_DEVICE DEVICE_GPU, GpuDevice
-#else
-#define TF_OPS_NORM_DEVICE DEVICE_CPU, CpuDevice
-#endif
-#define TF_OPS_REGISTER_NORM_EXPAND(...) TF_OPS_REGISTER_NORM_KINDS(__VA_ARGS__)
-TF_OPS_REGISTER_NORM_EXPAND(TF_OPS_NORM_DEVICE, Eigen::half)
-TF_OPS_REGISTER_NORM_EXPAND(TF_OPS_NORM_DEVICE, Eigen::bfloat16)
-TF_OPS_REGISTER_NORM_EXPAND(TF_OPS_NORM_DEVICE, float)
-TF_OPS_REGISTER_NORM_EXPAND(TF_OPS_NORM_DEVICE, double)
+TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_NORM_KIND, "LayerNorm", true, false)
+TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_NORM_KIND, "AddLayerNorm", true, true)
+TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_NORM_KIND, "RmsNorm", false, false)
+TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_NORM_KIND, "AddRmsNorm", false, true)
 
 }  // namespace norm
 }  // namespace tf_ops

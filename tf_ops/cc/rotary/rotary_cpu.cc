@@ -147,15 +147,15 @@ void RotaryAny(const RotaryArgs& args, const void* x, void* y, int64_t begin,
   });
 }
 
-#define TF_OPS_ROTARY_ISA_VARIANT(Suffix, TARGET, F16C)                   \
-  TARGET __attribute__((flatten, noinline)) void Rotary##Suffix(         \
+#define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                   \
+  TF_OPS_ISA_ENTRY(TARGET) void Rotary##Suffix(         \
       const RotaryArgs& args, const void* x, void* y, int64_t begin,     \
       int64_t end) {                                                     \
     RotaryAny(args, x, y, begin, end);                                   \
   }
 
-TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ROTARY_ISA_VARIANT)
-#undef TF_OPS_ROTARY_ISA_VARIANT
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
+#undef TF_OPS_ISA_VARIANT
 
 }  // namespace
 

@@ -17,7 +17,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/threadpool.h"
-#include "tf_ops/cc/activation/elementwise_kernel.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/rotary/rotary_cpu.h"
 #include "tf_ops/cc/rotary/rotary_op_layout.h"
 
@@ -61,9 +61,7 @@ struct RotaryExecutor<GpuDevice> {
     const char* error = LaunchRotary(
         c.dtype, c.layout, *c.params, c.transpose, c.positions, c.x, c.y,
         scratch.flat<int8_t>().data(), GpuStream(ctx));
-    if (error == nullptr) return absl::OkStatus();
-    return absl::InternalError(
-        absl::StrCat(op, ": CUDA kernel launch failed: ", error));
+    return LaunchStatus(op, error);
   }
 };
 #else
@@ -86,13 +84,11 @@ struct RotaryExecutor<CpuDevice> {
     // ~3 cycles per element (the sines and cosines are shared by a unit's
     // rows), ~20 where each pair has its own angle.
     const int64_t per_element = c.layout.inner == 1 ? 3 : 20;
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        CpuRotaryUnits(c.layout),
-        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
-            per_element * CpuRotaryUnitElements(c.layout) + 100),
-        [&](int64_t begin, int64_t end) {
-          CpuRotary(args, c.x, c.y, begin, end);
-        });
+    CpuParallelFor(ctx, CpuRotaryUnits(c.layout),
+                   per_element * CpuRotaryUnitElements(c.layout) + 100,
+                   [&](int64_t begin, int64_t end) {
+                     CpuRotary(args, c.x, c.y, begin, end);
+                   });
     return absl::OkStatus();
   }
 };
@@ -138,11 +134,9 @@ class RotaryOp : public OpKernel {
 
 }  // namespace
 
-using tensorflow::DEVICE_CPU;
-using tensorflow::DEVICE_GPU;
 using tensorflow::register_kernel::Name;
 
-#define TF_OPS_REGISTER_ROTARY(DEV, TAG, T)                                 \
+#define TF_OPS_REGISTER_ROTARY(DEV, TAG, T, ...)                            \
   REGISTER_KERNEL_BUILDER(                                                  \
       Name("TfOps>RotaryEmbedding").Device(DEV).TypeConstraint<T>("T"),     \
       RotaryOp<TAG, T, false>);                                             \
@@ -150,16 +144,7 @@ using tensorflow::register_kernel::Name;
       Name("TfOps>RotaryEmbeddingGrad").Device(DEV).TypeConstraint<T>("T"), \
       RotaryOp<TAG, T, true>);
 
-#if TF_OPS_WITH_CUDA
-#define TF_OPS_ROTARY_DEVICE DEVICE_GPU, GpuDevice
-#else
-#define TF_OPS_ROTARY_DEVICE DEVICE_CPU, CpuDevice
-#endif
-#define TF_OPS_REGISTER_ROTARY_EXPAND(...) TF_OPS_REGISTER_ROTARY(__VA_ARGS__)
-TF_OPS_REGISTER_ROTARY_EXPAND(TF_OPS_ROTARY_DEVICE, Eigen::half)
-TF_OPS_REGISTER_ROTARY_EXPAND(TF_OPS_ROTARY_DEVICE, Eigen::bfloat16)
-TF_OPS_REGISTER_ROTARY_EXPAND(TF_OPS_ROTARY_DEVICE, float)
-TF_OPS_REGISTER_ROTARY_EXPAND(TF_OPS_ROTARY_DEVICE, double)
+TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_ROTARY)
 
 }  // namespace rotary
 }  // namespace tf_ops

@@ -408,15 +408,15 @@ void CrossEntropyRows(const void* xv, const void* labels, bool labels64,
   }
 }
 
-#define TF_OPS_SOFTMAX_ISA_VARIANT(Suffix, TARGET, F16C)                      \
-  TARGET __attribute__((flatten, noinline)) void Softmax##Suffix(            \
+#define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                      \
+  TF_OPS_ISA_ENTRY(TARGET) void Softmax##Suffix(            \
       Dtype dtype, const void* x, void* y, int64_t cols, bool log,           \
       int64_t begin, int64_t end) {                                          \
     cpu_storage::WithStorage(dtype, [&](auto s) {                            \
       SoftmaxRows<decltype(s), F16C>(x, y, cols, log, begin, end);           \
     });                                                                      \
   }                                                                          \
-  TARGET __attribute__((flatten, noinline)) void SoftmaxGrad##Suffix(        \
+  TF_OPS_ISA_ENTRY(TARGET) void SoftmaxGrad##Suffix(        \
       Dtype dtype, const void* g, const void* y, void* dx, int64_t cols,     \
       bool log, float scale, int64_t begin, int64_t end) {                   \
     cpu_storage::WithStorage(dtype, [&](auto s) {                            \
@@ -424,7 +424,7 @@ void CrossEntropyRows(const void* xv, const void* labels, bool labels64,
                                          end);                               \
     });                                                                      \
   }                                                                          \
-  TARGET __attribute__((flatten, noinline)) void MaskedSoftmax##Suffix(      \
+  TF_OPS_ISA_ENTRY(TARGET) void MaskedSoftmax##Suffix(      \
       Dtype dtype, const void* x, const MaskLayout& mask, float scale,       \
       void* y, int64_t cols, int64_t begin, int64_t end) {                   \
     cpu_storage::WithStorage(dtype, [&](auto s) {                            \
@@ -432,7 +432,7 @@ void CrossEntropyRows(const void* xv, const void* labels, bool labels64,
                                            end);                             \
     });                                                                      \
   }                                                                          \
-  TARGET __attribute__((flatten, noinline)) void CrossEntropy##Suffix(       \
+  TF_OPS_ISA_ENTRY(TARGET) void CrossEntropy##Suffix(       \
       Dtype dtype, const void* logits, const void* labels, bool labels64,    \
       void* loss, void* dlogits, int64_t cols,                               \
       const CrossEntropyParams& params, int64_t begin, int64_t end) {        \
@@ -442,8 +442,8 @@ void CrossEntropyRows(const void* xv, const void* labels, bool labels64,
     });                                                                      \
   }
 
-TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_SOFTMAX_ISA_VARIANT)
-#undef TF_OPS_SOFTMAX_ISA_VARIANT
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
+#undef TF_OPS_ISA_VARIANT
 
 }  // namespace
 

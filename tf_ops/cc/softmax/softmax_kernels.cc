@@ -1,14 +1,11 @@
 // Kernels of the softmax family (softmax_ops.cc), for half, bfloat16, float
 // and double. They check shapes at run time (softmax_shapes.h), allocate
 // (reusing an input buffer when TensorFlow allows) and hand rows to the
-// device's engine. Compiled twice, as activation_kernels.cc:
-//   TF_OPS_WITH_CUDA=0: CPU kernels (softmax_cpu.h over TF's thread pool,
-//                       whole rows per shard), into _tf_ops.so;
-//   TF_OPS_WITH_CUDA=1: GPU kernels (cu/softmax/softmax_gpu.h), into
-//                       _tf_ops_gpu.so. The cross-entropy's labels are in
-//                       host memory there, checked on the host before the
-//                       launch (the error names the label and its row) and
-//                       copied to the device.
+// device's engine: on the CPU softmax_cpu.h over TF's thread pool, whole rows
+// per shard; on the GPU cu/softmax/softmax_gpu.h, where the cross-entropy's
+// labels are in host memory, checked on the host before the launch (the error
+// names the label and its row) and copied to the device. Compiled once per
+// device (core/kernel_helpers.h's TF_OPS_REGISTER_KERNELS).
 
 #include <cmath>
 #include <cstdint>
@@ -18,8 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
-#include "tf_ops/cc/activation/elementwise_kernel.h"
-#include "tf_ops/cc/core/huge_pages.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/softmax/softmax_cpu.h"
 #include "tf_ops/cc/softmax/softmax_math.h"
 #include "tf_ops/cc/softmax/softmax_shapes.h"
@@ -51,31 +47,25 @@ template <typename Device>
 struct SoftmaxExecutor;
 
 #if TF_OPS_WITH_CUDA
-absl::Status CheckLaunch(const std::string& op, const char* error) {
-  if (error == nullptr) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat(op, ": CUDA kernel launch failed: ", error));
-}
-
 template <>
 struct SoftmaxExecutor<GpuDevice> {
   static absl::Status Softmax(OpKernelContext* ctx, const std::string& op,
                               Dtype dtype, const void* x, void* y, Rows r,
                               bool log) {
-    return CheckLaunch(
+    return LaunchStatus(
         op, LaunchSoftmax(dtype, x, y, r.rows, r.cols, log, GpuStream(ctx)));
   }
   static absl::Status Grad(OpKernelContext* ctx, const std::string& op,
                            Dtype dtype, const void* g, const void* y, void* dx,
                            Rows r, bool log, float scale) {
-    return CheckLaunch(op, LaunchSoftmaxGrad(dtype, g, y, dx, r.rows, r.cols,
-                                             log, scale, GpuStream(ctx)));
+    return LaunchStatus(op, LaunchSoftmaxGrad(dtype, g, y, dx, r.rows, r.cols,
+                                              log, scale, GpuStream(ctx)));
   }
   static absl::Status Masked(OpKernelContext* ctx, const std::string& op,
                              Dtype dtype, const void* x, const MaskLayout& m,
                              float scale, void* y, Rows r) {
-    return CheckLaunch(op, LaunchMaskedSoftmax(dtype, x, m, scale, y, r.rows,
-                                               r.cols, GpuStream(ctx)));
+    return LaunchStatus(op, LaunchMaskedSoftmax(dtype, x, m, scale, y, r.rows,
+                                                r.cols, GpuStream(ctx)));
   }
   // labels: host memory (HostMemory in the registration).
   static absl::Status CrossEntropy(OpKernelContext* ctx, const std::string& op,
@@ -91,7 +81,7 @@ struct SoftmaxExecutor<GpuDevice> {
         const_cast<char*>(device_labels.tensor_data().data()), bytes);
     TF_RETURN_IF_ERROR(ctx->op_device_context()->stream()->Memcpy(
         &dst, labels.tensor_data().data(), bytes));
-    return CheckLaunch(
+    return LaunchStatus(
         op, LaunchSparseCrossEntropy(dtype, x, device_labels.tensor_data().data(),
                                      labels64, loss, dx, r.rows, r.cols, p,
                                      GpuStream(ctx)));
@@ -100,25 +90,18 @@ struct SoftmaxExecutor<GpuDevice> {
 #else
 template <>
 struct SoftmaxExecutor<CpuDevice> {
-  // A fresh output (not an input's buffer forwarded) gets huge pages before
-  // it is first written (core/huge_pages.h): a 128 MiB output faults in 2 MiB
-  // at a time instead of 4 KiB.
+  // A fresh output gets huge pages before it is first written
+  // (core/huge_pages.h): a 128 MiB output faults in 2 MiB at a time instead
+  // of 4 KiB.
   static void Advise(Dtype dtype, void* out, Rows r, const void* in0,
                      const void* in1 = nullptr) {
-    if (out == in0 || out == in1) return;
-    const int64_t bytes = dtype == Dtype::kDouble  ? 8
-                          : dtype == Dtype::kFloat ? 4
-                                                   : 2;
-    AdviseHugePages(out, static_cast<size_t>(r.rows * r.cols * bytes));
+    AdviseFreshOutput(out, static_cast<size_t>(r.rows * r.cols) *
+                               DtypeSize(dtype), {in0, in1});
   }
-  template <typename Fn>
+  // Whole rows per shard, `cycles` per element.
   static void ForRows(OpKernelContext* ctx, Rows r, int64_t cycles,
-                      const Fn& fn) {
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        r.rows,
-        AdaptiveSchedule<tsl::thread::ThreadPool::SchedulingParams>(
-            cycles * r.cols + 20),
-        fn);
+                      const std::function<void(int64_t, int64_t)>& fn) {
+    CpuParallelFor(ctx, r.rows, cycles * r.cols + 20, fn);
   }
   static absl::Status Softmax(OpKernelContext* ctx, const std::string&,
                               Dtype dtype, const void* x, void* y, Rows r,
@@ -318,52 +301,33 @@ class SparseSoftmaxCrossEntropyOp : public OpKernel {
   softmax::CrossEntropyParams p_;
 };
 
-#if TF_OPS_WITH_CUDA
-#define TF_OPS_SOFTMAX_DEVICE tensorflow::DEVICE_GPU
-using Device = GpuDevice;
-#else
-#define TF_OPS_SOFTMAX_DEVICE tensorflow::DEVICE_CPU
-using Device = CpuDevice;
-#endif
-
-#define TF_OPS_REGISTER_SOFTMAX(T)                                            \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>Softmax")                               \
-                              .Device(TF_OPS_SOFTMAX_DEVICE)                  \
-                              .TypeConstraint<T>("T"),                        \
-                          SoftmaxOp<Device, T, false>);                       \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>LogSoftmax")                            \
-                              .Device(TF_OPS_SOFTMAX_DEVICE)                  \
-                              .TypeConstraint<T>("T"),                        \
-                          SoftmaxOp<Device, T, true>);                        \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>SoftmaxGrad")                           \
-                              .Device(TF_OPS_SOFTMAX_DEVICE)                  \
-                              .TypeConstraint<T>("T"),                        \
-                          SoftmaxGradOp<Device, T, false, false>);            \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>LogSoftmaxGrad")                        \
-                              .Device(TF_OPS_SOFTMAX_DEVICE)                  \
-                              .TypeConstraint<T>("T"),                        \
-                          SoftmaxGradOp<Device, T, true, false>);             \
+#define TF_OPS_REGISTER_SOFTMAX(DEV, TAG, T, ...)                             \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>Softmax").Device(DEV).TypeConstraint<T>("T"),               \
+      SoftmaxOp<TAG, T, false>);                                              \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>LogSoftmax").Device(DEV).TypeConstraint<T>("T"),            \
+      SoftmaxOp<TAG, T, true>);                                               \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>SoftmaxGrad").Device(DEV).TypeConstraint<T>("T"),           \
+      SoftmaxGradOp<TAG, T, false, false>);                                   \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>LogSoftmaxGrad").Device(DEV).TypeConstraint<T>("T"),        \
+      SoftmaxGradOp<TAG, T, true, false>);                                    \
   REGISTER_KERNEL_BUILDER(Name("TfOps>ScaledMaskedSoftmaxGrad")               \
-                              .Device(TF_OPS_SOFTMAX_DEVICE)                  \
+                              .Device(DEV)                                    \
                               .TypeConstraint<T>("T"),                        \
-                          SoftmaxGradOp<Device, T, false, true>);             \
-  REGISTER_KERNEL_BUILDER(Name("TfOps>ScaledMaskedSoftmax")                   \
-                              .Device(TF_OPS_SOFTMAX_DEVICE)                  \
-                              .TypeConstraint<T>("T"),                        \
-                          ScaledMaskedSoftmaxOp<Device, T>);                  \
+                          SoftmaxGradOp<TAG, T, false, true>);                \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>ScaledMaskedSoftmax").Device(DEV).TypeConstraint<T>("T"),   \
+      ScaledMaskedSoftmaxOp<TAG, T>);                                         \
   REGISTER_KERNEL_BUILDER(Name("TfOps>SparseSoftmaxCrossEntropy")             \
-                              .Device(TF_OPS_SOFTMAX_DEVICE)                  \
+                              .Device(DEV)                                    \
                               .HostMemory("labels")                           \
                               .TypeConstraint<T>("T"),                        \
-                          SparseSoftmaxCrossEntropyOp<Device, T>);
+                          SparseSoftmaxCrossEntropyOp<TAG, T>);
 
-TF_OPS_REGISTER_SOFTMAX(Eigen::half)
-TF_OPS_REGISTER_SOFTMAX(Eigen::bfloat16)
-TF_OPS_REGISTER_SOFTMAX(float)
-TF_OPS_REGISTER_SOFTMAX(double)
-
-#undef TF_OPS_REGISTER_SOFTMAX
-#undef TF_OPS_SOFTMAX_DEVICE
+TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_SOFTMAX)
 
 }  // namespace
 }  // namespace tf_ops

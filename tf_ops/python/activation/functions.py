@@ -7,7 +7,7 @@ For an activation ``Gelu`` (ops ``TfOps>Gelu``, ``TfOps>GeluGrad``,
 features, ...)``: argument names, attributes and defaults come from the ops' C++
 registration, the docs from the op and the entry. They take half, bfloat16, float32
 and float64 tensors of any shape and run on CPU and, when built with CUDA, GPU.
-Gradients of every order are registered in ``tf_ops/python/gradients.py``; with
+Gradients of every order are registered in ``tf_ops/python/activation/gradients.py``; with
 ``bias=b`` the forward function runs the fused op ``TfOps>Bias{Act}``
 (``tf_ops/python/fused/functions.py``).
 
@@ -30,13 +30,11 @@ import tensorflow as tf
 from tf_ops.python.activation import composites
 from tf_ops.python.activation.table import ACTIVATIONS, Activation
 from tf_ops.python.core import op_info
-from tf_ops.python.core.composite import check, use_composite, xla_lowered
-from tf_ops.python.core.library import load_library
+from tf_ops.python.core.composite import use_composite, xla_lowered
+from tf_ops.python.core.op_support import check, op_fn
 from tf_ops.python.fused.functions import bias_activation
 
 TensorLike = tf.types.experimental.TensorLike
-
-_ops = load_library()
 
 # Op names without the namespace, for every op of every activation.
 OP_NAMES: tuple[str, ...] = tuple(a.op + family for a in ACTIVATIONS for family in op_info.FAMILIES)
@@ -55,7 +53,7 @@ def _make(entry: Activation, family: str) -> Callable[..., Any]:
     op = entry.op + family
     op_type = op_info.NAMESPACE + op
     name = op_info.snake_case(op)
-    op_fn = getattr(_ops, "tf_ops_" + name)
+    run_op = op_fn(op)
     composite = _COMPOSITES[family]
 
     def call(inputs: tuple, attrs: dict, name: str | None, bias=None, data_format="NHWC"):
@@ -69,7 +67,7 @@ def _make(entry: Activation, family: str) -> Callable[..., Any]:
                 tensors += [tf.convert_to_tensor(t, tensors[0].dtype) for t in inputs[1:]]
                 check(op, tuple(tensors), attrs)
                 return composite(entry, *tensors, **attrs)
-        return op_fn(*inputs, name=name, **attrs)
+        return run_op(*inputs, name=name, **attrs)
 
     # A real signature (for help(), IDEs, positional attributes), as dataclasses makes
     # its __init__: generated source calling `call`.

@@ -14,7 +14,7 @@ know:
   library; the tests hold it to the same float64 references as the kernels.
 
 From this table ``functions.py`` makes the public functions (``tf_ops.gelu``,
-``gelu_grad``, ``gelu_grad_grad``), ``tf_ops.python.gradients`` registers every gradient,
+``gelu_grad``, ``gelu_grad_grad``), ``tf_ops.python.activation.gradients`` registers every gradient,
 ``layers.py`` makes the Keras layers, and the benchmark takes its cases.
 Composites take tensors in the compute type (float32, or float64) and attributes as
 the kernel sees them (float attributes rounded to float32).

@@ -29,20 +29,13 @@ import math
 
 import tensorflow as tf
 
-from tf_ops.python.core import op_info
-from tf_ops.python.core.composite import check, kernel_attrs, use_composite, xla_lowered
-from tf_ops.python.core.library import load_library
+from tf_ops.python.core.composite import kernel_attrs, use_composite, xla_lowered
+from tf_ops.python.core.op_support import check, op_fn
 
 TensorLike = tf.types.experimental.TensorLike
 
-_ops = load_library()
-
 OP_NAMES = ("Attention", "AttentionGrad")
 XLA_LOWERED: frozenset[str] = xla_lowered(OP_NAMES)
-
-
-def op_fn(op: str):
-    return getattr(_ops, "tf_ops_" + op_info.snake_case(op))
 
 
 def compute_dtype(dtype: tf.DType) -> tf.DType:
@@ -144,7 +137,7 @@ def op_attrs(head_dim: int | None, scale: float | None, causal: bool,
                 causal=causal, window=-1 if window is None else int(window))
 
 
-def op_inputs(query, key, value, mask, bias) -> tuple:
+def _operands(query, key, value, mask, bias) -> tuple:
     """query, key, value, mask, bias as the op takes them: one floating dtype, the mask
     bool (a scalar True for none), the bias in the inputs' dtype (a scalar 0 for
     none)."""
@@ -203,7 +196,7 @@ def attention(query: TensorLike, key: TensorLike, value: TensorLike, *,
       TensorShape([1, 4, 2, 8])
     """
     with tf.name_scope(name or "Attention"):
-        q, k, v, m, b = op_inputs(query, key, value, mask, bias)
+        q, k, v, m, b = _operands(query, key, value, mask, bias)
         attrs = op_attrs(q.shape[-1] if q.shape.rank == 4 else None, scale, causal, window,
                          softcap)
         check("Attention", (q, k, v, m, b), attrs)  # the shape function's ValueError

@@ -12,22 +12,24 @@ total derivative through query, key, value, bias and the upstream, and none thro
 output and log-sum-exp inputs (they are functions of query, key and value, already
 counted).
 
-Registered once per process, as the other families' gradients.
+Registered once per process (`core.op_support.register_gradient`).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
-from tensorflow.python.framework import ops
 
 from tf_ops.python.attention import functions as fn
 from tf_ops.python.core import op_info
+from tf_ops.python.core.op_support import (input_positions, op_attrs, op_fn, op_inputs,
+                                          register_gradient)
 
-_ATTRS = ("scale", "softcap", "causal", "window")
+
+(_BIAS,) = input_positions(op_info.NAMESPACE + "Attention", ("bias",))
 
 
 def _attrs(op) -> dict:
-    return {name: op.get_attr(name) for name in _ATTRS}
+    return op_attrs(op)
 
 
 def _skipped(op) -> tuple:
@@ -36,16 +38,18 @@ def _skipped(op) -> tuple:
 
 def _mask_and_bias(op) -> tuple:
     """The mask and bias inputs, None where they are the op's scalar "none"."""
-    mask, bias = op.inputs[3], op.inputs[4]
+    inputs = op_inputs(op)
+    mask, bias = inputs.mask, inputs.bias
     return (None if mask.shape.rank == 0 else mask,
             None if bias.shape.rank == 0 else bias)
 
 
 def _bias_gradient(op, attrs: dict, upstream: tf.Tensor) -> tf.Tensor | None:
-    q, k, v = op.inputs[0], op.inputs[1], op.inputs[2]
+    inputs = op_inputs(op)
+    q, k, v = inputs.query, inputs.key, inputs.value
     mask, bias = _mask_and_bias(op)
-    if bias is None or 4 in _skipped(op):
-        return None if bias is not None else tf.zeros_like(op.inputs[4])
+    if bias is None or _BIAS in _skipped(op):
+        return None if bias is not None else tf.zeros_like(inputs.bias)
     with tf.GradientTape() as tape:
         tape.watch(bias)
         out = fn.composite(q, k, v, mask, bias, attrs)
@@ -54,17 +58,17 @@ def _bias_gradient(op, attrs: dict, upstream: tf.Tensor) -> tf.Tensor | None:
 
 def _attention_grad(op, upstream, _lse_upstream):
     attrs = _attrs(op)
-    q, k, v, m, b = op.inputs[:5]
-    dq, dk, dv = fn.op_fn("AttentionGrad")(q, k, v, m, b, op.outputs[0], op.outputs[1],
-                                           upstream, **attrs)
+    i = op_inputs(op)
+    dq, dk, dv = op_fn("AttentionGrad")(i.query, i.key, i.value, i.mask, i.bias,
+                                        op.outputs[0], op.outputs[1], upstream, **attrs)
     return [dq, dk, dv, None, _bias_gradient(op, attrs, upstream)]
 
 
 def _attention_grad_grad(op, ddq, ddk, ddv):
     attrs = _attrs(op)
-    q, k, v = op.inputs[0], op.inputs[1], op.inputs[2]
+    inputs = op_inputs(op)
+    q, k, v, dout = inputs.query, inputs.key, inputs.value, inputs.doutput
     mask, bias = _mask_and_bias(op)
-    dout = op.inputs[7]
     upstreams = [tf.zeros_like(t) if u is None else u for t, u in ((q, ddq), (k, ddk), (v, ddv))]
     watched = [q, k, v, dout] + ([bias] if bias is not None else [])
     with tf.GradientTape() as outer:
@@ -76,12 +80,9 @@ def _attention_grad_grad(op, ddq, ddk, ddv):
         total = tf.add_n([tf.reduce_sum(tf.cast(g * u, fn.compute_dtype(q.dtype)))
                           for g, u in zip(grads, upstreams)])
     found = outer.gradient(total, watched)
-    d_bias = found[4] if bias is not None else tf.zeros_like(op.inputs[4])
+    d_bias = found[4] if bias is not None else tf.zeros_like(inputs.bias)
     return [found[0], found[1], found[2], None, d_bias, None, None, found[3]]
 
 
-for _op, _grad in (("Attention", _attention_grad), ("AttentionGrad", _attention_grad_grad)):
-    try:
-        ops.gradient_registry.lookup(op_info.NAMESPACE + _op)
-    except LookupError:
-        ops.RegisterGradient(op_info.NAMESPACE + _op)(_grad)
+register_gradient(op_info.NAMESPACE + "Attention", _attention_grad)
+register_gradient(op_info.NAMESPACE + "AttentionGrad", _attention_grad_grad)

@@ -30,7 +30,7 @@ from keras.src.layers.convolutional.base_depthwise_conv import BaseDepthwiseConv
 
 from tf_ops.python.activation import functions as activations
 from tf_ops.python.batch_norm import composites
-from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
+from tf_ops.python.activation.resolver import ActivationSpec, resolve
 
 # ReLU after a BiasAdd is TensorFlow's own: grappler's remapper fuses BiasAdd + Relu into
 # the convolution on the CPU (_FusedConv2D), so there is nothing for a tf_ops op to save.

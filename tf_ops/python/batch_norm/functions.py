@@ -12,29 +12,18 @@ half, bfloat16 and float32 x, float64 for float64 x; the wrappers cast them.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from tf_ops.python.batch_norm import composites
-from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
+from tf_ops.python.activation.resolver import ActivationSpec, resolve
 from tf_ops.python.core import composite
-from tf_ops.python.core.library import load_library
-
-_ops = load_library()
+from tf_ops.python.core.op_support import check, op_fn
 
 OPS = ("BatchNormTraining", "BatchNormTrainingGrad", "BatchNormInference",
        "BatchNormInferenceGrad", "BatchNormTrainingInputGrad")
 _LOWERED = composite.xla_lowered(OPS)
-_RAW = {
-    "BatchNormTraining": _ops.tf_ops_batch_norm_training,
-    "BatchNormTrainingGrad": _ops.tf_ops_batch_norm_training_grad,
-    "BatchNormInference": _ops.tf_ops_batch_norm_inference,
-    "BatchNormInferenceGrad": _ops.tf_ops_batch_norm_inference_grad,
-    "BatchNormTrainingInputGrad": _ops.tf_ops_batch_norm_training_input_grad,
-}
 
 
 def channel_dtype(dtype: tf.DType) -> tf.DType:
@@ -46,22 +35,6 @@ def op_attrs(spec: ActivationSpec, axis: int, epsilon: float) -> dict:
     attrs = spec.op_attrs
     attrs.update(axis=int(axis), epsilon=float(epsilon))
     return composite.kernel_attrs(attrs)
-
-
-@functools.lru_cache(maxsize=None)
-def _check_static(op: str, attrs: tuple, shapes: tuple, dtype: tf.DType) -> None:
-    u = channel_dtype(dtype)
-    with tf.Graph().as_default():
-        args = [tf.compat.v1.placeholder(dtype if i < n_x else u, s)
-                for i, (s, n_x) in enumerate(shapes)]
-        _RAW[op](*args, **dict(attrs))
-
-
-def _check(op: str, tensors: list, n_x: int, attrs: dict) -> None:
-    """The op's shape function on these static shapes: ValueError with its message."""
-    shapes = tuple((tuple(t.shape.as_list()) if t.shape.rank is not None else None, n_x)
-                   for t in tensors)
-    _check_static(op, tuple(sorted(attrs.items())), shapes, tensors[0].dtype)
 
 
 def _channels(x: tf.Tensor, axis: int) -> tf.Tensor:
@@ -87,11 +60,11 @@ def _grad_inputs(y_backprop, x: tf.Tensor, scale, offset, mean, variance, axis: 
             _per_channel(offset, x, axis, 0.0), tf.cast(mean, u), tf.cast(variance, u)]
 
 
-def _run(op: str, inputs: list, n_x: int, attrs: dict):
+def _run(op: str, inputs: list, attrs: dict):
     if composite.use_composite(op, _LOWERED):
-        _check(op, inputs, n_x, attrs)
+        check(op, tuple(inputs), attrs)
         return composites.COMPOSITES[op](*inputs, **attrs)
-    return _RAW[op](*inputs, **attrs)
+    return op_fn(op)(*inputs, **attrs)
 
 
 def batch_norm(x, scale=None, offset=None, *, axis: int = -1, epsilon: float = 1e-3,
@@ -120,7 +93,7 @@ def batch_norm(x, scale=None, offset=None, *, axis: int = -1, epsilon: float = 1
     spec = resolve(activation, **activation_attrs)
     attrs = op_attrs(spec, axis, epsilon)
     inputs = [x, _per_channel(scale, x, axis, 1.0), _per_channel(offset, x, axis, 0.0)]
-    return tuple(_run("BatchNormTraining", inputs, 1, attrs))
+    return tuple(_run("BatchNormTraining", inputs, attrs))
 
 
 def batch_norm_inference(x, mean, variance, scale=None, offset=None, *, axis: int = -1,
@@ -142,7 +115,7 @@ def batch_norm_inference(x, mean, variance, scale=None, offset=None, *, axis: in
     u = channel_dtype(x.dtype)
     inputs = [x, _per_channel(scale, x, axis, 1.0), _per_channel(offset, x, axis, 0.0),
               tf.cast(mean, u), tf.cast(variance, u)]
-    return _run("BatchNormInference", inputs, 1, attrs)
+    return _run("BatchNormInference", inputs, attrs)
 
 
 def batch_norm_grad(y_backprop, x, scale, offset, batch_mean, batch_variance,
@@ -166,7 +139,7 @@ def batch_norm_grad(y_backprop, x, scale, offset, batch_mean, batch_variance,
     inputs = _grad_inputs(y_backprop, x, scale, offset, batch_mean, batch_variance, axis)
     inputs += [_per_channel(mean_backprop, x, axis, 0.0),
                _per_channel(variance_backprop, x, axis, 0.0)]
-    return tuple(_run("BatchNormTrainingGrad", inputs, 2, attrs))
+    return tuple(_run("BatchNormTrainingGrad", inputs, attrs))
 
 
 def batch_norm_inference_grad(y_backprop, x, scale, offset, mean, variance, *,
@@ -185,7 +158,7 @@ def batch_norm_inference_grad(y_backprop, x, scale, offset, mean, variance, *,
     x = tf.convert_to_tensor(x)
     attrs = op_attrs(resolve(activation, **activation_attrs), axis, epsilon)
     inputs = _grad_inputs(y_backprop, x, scale, offset, mean, variance, axis)
-    return tuple(_run("BatchNormInferenceGrad", inputs, 2, attrs))
+    return tuple(_run("BatchNormInferenceGrad", inputs, attrs))
 
 
 def batch_norm_input_grad(y_backprop, x, scale, offset, batch_mean, batch_variance,
@@ -217,7 +190,7 @@ def batch_norm_input_grad(y_backprop, x, scale, offset, batch_mean, batch_varian
     inputs += [_per_channel(mean_backprop, x, axis, 0.0),
                _per_channel(variance_backprop, x, axis, 0.0),
                tf.cast(scale_backprop, u), tf.cast(offset_backprop, u), tf.cast(count, u)]
-    return _run("BatchNormTrainingInputGrad", inputs, 2, attrs)
+    return _run("BatchNormTrainingInputGrad", inputs, attrs)
 
 
 FUNCTIONS = {

@@ -4,23 +4,16 @@
 is its grad op plus the statistics' gradients composed from that op's outputs
 (``d mean = -s * d offset``, ``d variance = -scale * rstd^2 * d scale / 2``). The grad
 ops' own gradients (second order and up) differentiate their portable composites
-(``composites.py``), TensorFlow built-ins throughout.
+(``composites.py``), TensorFlow built-ins throughout. Registered once per process
+(`core.op_support.register_gradient`).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
-from tensorflow.python.framework import ops
 
-from tf_ops.python.batch_norm import composites, functions
-
-_ATTRS = ("epsilon", "axis", "activation", "alpha", "beta", "approximate")
-
-
-def _attrs(op) -> dict:
-    result = {name: op.get_attr(name) for name in _ATTRS}
-    result["activation"] = result["activation"].decode()
-    return result
+from tf_ops.python.batch_norm import composites
+from tf_ops.python.core.op_support import input_positions, op_attrs, op_fn, register_gradient
 
 
 def _zeros_if_none(g, like):
@@ -30,15 +23,15 @@ def _zeros_if_none(g, like):
 def _training(op, dy, d_mean, d_variance):
     x, scale, offset = op.inputs
     _, mean, variance = op.outputs
-    return functions._RAW["BatchNormTrainingGrad"](
+    return op_fn("BatchNormTrainingGrad")(
         _zeros_if_none(dy, x), x, scale, offset, mean, variance,
-        _zeros_if_none(d_mean, mean), _zeros_if_none(d_variance, variance), **_attrs(op))
+        _zeros_if_none(d_mean, mean), _zeros_if_none(d_variance, variance), **op_attrs(op))
 
 
 def _inference(op, dy):
     x, scale, offset, mean, variance = op.inputs
-    attrs = _attrs(op)
-    dx, d_scale, d_offset = functions._RAW["BatchNormInferenceGrad"](
+    attrs = op_attrs(op)
+    dx, d_scale, d_offset = op_fn("BatchNormInferenceGrad")(
         dy, x, scale, offset, mean, variance, **attrs)
     rstd = tf.math.rsqrt(variance + attrs["epsilon"])
     d_mean = -scale * rstd * d_offset
@@ -46,10 +39,14 @@ def _inference(op, dy):
     return dx, d_scale, d_offset, d_mean, d_variance
 
 
-def _composite_vjp(composite, n_inputs_used):
+def _composite_vjp(op_type: str, composite, differentiable: tuple[str, ...]):
+    """The gradient of ``op_type`` through its composite, for the inputs named
+    `differentiable` (the others get None)."""
+    n_inputs_used = input_positions(op_type, differentiable)
+
     def grad(op, *upstream):
         inputs = list(op.inputs)
-        attrs = _attrs(op)
+        attrs = op_attrs(op)
         watched = [inputs[i] for i in n_inputs_used]
         with tf.GradientTape() as tape:
             tape.watch(watched)
@@ -72,17 +69,18 @@ _GRADIENTS = {
     "TfOps>BatchNormInference": _inference,
     # Training grad: the statistics inputs are the forward's outputs, functions of
     # x that the composite recomputes: no gradient of their own.
-    "TfOps>BatchNormTrainingGrad": _composite_vjp(composites.training_grad,
-                                                  (0, 1, 2, 3, 6, 7)),
-    "TfOps>BatchNormInferenceGrad": _composite_vjp(composites.inference_grad,
-                                                   (0, 1, 2, 3, 4, 5)),
+    "TfOps>BatchNormTrainingGrad": _composite_vjp(
+        "TfOps>BatchNormTrainingGrad", composites.training_grad,
+        ("y_backprop", "x", "scale", "offset", "mean_backprop", "variance_backprop")),
+    "TfOps>BatchNormInferenceGrad": _composite_vjp(
+        "TfOps>BatchNormInferenceGrad", composites.inference_grad,
+        ("y_backprop", "x", "scale", "offset", "mean", "variance")),
     # Every input is independent here (the sums and count come from outside).
     "TfOps>BatchNormTrainingInputGrad": _composite_vjp(
-        composites.training_input_grad, tuple(range(11))),
+        "TfOps>BatchNormTrainingInputGrad", composites.training_input_grad,
+        ("y_backprop", "x", "scale", "offset", "batch_mean", "batch_variance",
+         "mean_backprop", "variance_backprop", "scale_backprop", "offset_backprop", "count")),
 }
 
 for _name, _fn in _GRADIENTS.items():
-    try:
-        ops.gradient_registry.lookup(_name)
-    except LookupError:
-        ops.RegisterGradient(_name)(_fn)
+    register_gradient(_name, _fn)

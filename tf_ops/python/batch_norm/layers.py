@@ -32,7 +32,7 @@ import keras
 import tensorflow as tf
 
 from tf_ops.python.batch_norm import functions, synchronized
-from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
+from tf_ops.python.activation.resolver import ActivationSpec, resolve
 
 PACKAGE = "tf_ops"
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tf_ops.python.batch_norm import functions
-from tf_ops.python.batch_norm.activation_spec import ActivationSpec
+from tf_ops.python.activation.resolver import ActivationSpec
 from tf_ops.python.core import composite
+from tf_ops.python.core.op_support import op_fn
 
 _OPS = ("BatchNormTraining", "BatchNormInference", "BatchNormInferenceGrad",
         "BatchNormTrainingInputGrad")
@@ -61,7 +62,6 @@ def batch_norm_synchronized(x, scale, offset, shift, replica_context, *, axis: i
     x = tf.convert_to_tensor(x)
     attrs = functions.op_attrs(activation, axis, epsilon)
     u = functions.channel_dtype(x.dtype)
-    raw = functions._RAW
     channels = functions._channels(x, axis)
     scale = functions._per_channel(scale, x, axis, 1.0)
     offset = functions._per_channel(offset, x, axis, 0.0)
@@ -70,7 +70,7 @@ def batch_norm_synchronized(x, scale, offset, shift, replica_context, *, axis: i
 
     @tf.custom_gradient
     def fused(x, scale, offset):
-        _, local_mean, local_variance = raw["BatchNormTraining"](x, scale, offset, **attrs)
+        _, local_mean, local_variance = op_fn("BatchNormTraining")(x, scale, offset, **attrs)
         n = tf.cast(tf.size(x, out_type=tf.int64) // tf.cast(channels, tf.int64),
                     tf.float64)
         d = tf.cast(local_mean, tf.float64) - shift
@@ -80,15 +80,15 @@ def batch_norm_synchronized(x, scale, offset, shift, replica_context, *, axis: i
         m1 = sums[:channels] / count
         mean = tf.cast(shift + m1, u)
         variance = tf.cast(tf.maximum(sums[channels:-1] / count - m1 * m1, 0.0), u)
-        y = raw["BatchNormInference"](x, scale, offset, mean, variance, **attrs)
+        y = op_fn("BatchNormInference")(x, scale, offset, mean, variance, **attrs)
 
         def grad(dy, d_mean, d_variance):
-            _, dscale, doffset = raw["BatchNormInferenceGrad"](
+            _, dscale, doffset = op_fn("BatchNormInferenceGrad")(
                 dy, x, scale, offset, mean, variance, **attrs)
             d_mean = tf.zeros_like(mean) if d_mean is None else d_mean
             d_variance = tf.zeros_like(variance) if d_variance is None else d_variance
             total = tf.split(ar(tf.concat([dscale, doffset, d_mean, d_variance], 0)), 4)
-            dx = raw["BatchNormTrainingInputGrad"](
+            dx = op_fn("BatchNormTrainingInputGrad")(
                 dy, x, scale, offset, mean, variance, total[2], total[3], total[0],
                 total[1], tf.cast(count, u), **attrs)
             return dx, dscale, doffset

@@ -6,14 +6,14 @@ A wrapper builds the composite in two cases:
 - under `tf_ops.portable()`, so that an exported model runs without the library;
 - while XLA traces it and the library has no XLA lowering for the op (a library built
   with ``-DTF_OPS_XLA=OFF``, or by Bazel).
-Before building a composite, the op's own C++ checks run on it (`check`): the same
+Before building a composite, the op's own C++ checks run on it (`check`, from
+``op_support``): the same
 errors for bad attributes and mismatched shapes either way. Composites take float
 attributes as the kernels see them (`kernel_attrs`).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Iterable
 
 import numpy as np
@@ -21,10 +21,8 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels
 
 from tf_ops.python.core import op_info
-from tf_ops.python.core.library import load_library
+from tf_ops.python.core.op_support import check  # noqa: F401  (the families import it here)
 from tf_ops.python.core.portable import is_portable
-
-_ops = load_library()
 
 
 def has_xla_kernel(op: str) -> bool:
@@ -44,28 +42,6 @@ def use_composite(op: str, lowered: frozenset[str]) -> bool:
     return is_portable() or (
         op not in lowered and tf.__internal__.get_enclosing_xla_context() is not None
     )
-
-
-@functools.lru_cache(maxsize=None)
-def _check_static(op: str, attrs: tuple, specs: tuple) -> None:
-    with tf.Graph().as_default():
-        placeholders = [tf.compat.v1.placeholder(dtype, shape) for dtype, shape in specs]
-        getattr(_ops, "tf_ops_" + op_info.snake_case(op))(*placeholders, **dict(attrs))
-
-
-def check(op: str, inputs: tuple, attrs: dict) -> None:
-    """Runs ``TfOps>{op}``'s C++ checks (its shape function: attribute values, input
-    shapes that must agree) on inputs of these static shapes and dtypes and these
-    attributes, without running anything: raises ValueError (TypeError for a wrong
-    attribute type) with the op's own message.
-
-    Example:
-      >>> check("Elu", (tf.zeros([2]),), {"alpha": -1.0})  # doctest: +SKIP
-      ValueError: ... TfOps>Elu: attribute 'alpha' must be >= 0, got -1 ...
-    """
-    specs = tuple((t.dtype, tuple(tf.TensorShape(t.shape).as_list())
-                   if t.shape.rank is not None else None) for t in inputs)
-    _check_static(op, tuple(sorted(attrs.items())), specs)
 
 
 def kernel_attrs(attrs: dict) -> dict:

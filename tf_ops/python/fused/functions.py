@@ -30,12 +30,10 @@ from typing import Any, Callable
 import tensorflow as tf
 from tf_ops.python.activation.table import ACTIVATIONS, Activation
 from tf_ops.python.core import op_info
-from tf_ops.python.core.composite import check, kernel_attrs, use_composite, xla_lowered
-from tf_ops.python.core.library import load_library
+from tf_ops.python.core.composite import kernel_attrs, use_composite, xla_lowered
+from tf_ops.python.core.op_support import check, op_fn
 
 TensorLike = tf.types.experimental.TensorLike
-
-_ops = load_library()
 
 DATA_FORMATS = ("NHWC", "NCHW")
 # The fused op families of every activation: "TfOps>BiasGelu", "TfOps>BiasGeluGrad", ...
@@ -48,10 +46,6 @@ XLA_LOWERED: frozenset[str] = xla_lowered(OP_NAMES)
 
 # `gated`'s activation names: every activation's function name.
 GATES: dict[str, Activation] = {a.function: a for a in ACTIVATIONS}
-
-
-def _op_fn(op: str) -> Callable[..., Any]:
-    return getattr(_ops, "tf_ops_" + op_info.snake_case(op))
 
 
 def _use_composite(op: str) -> bool:
@@ -199,7 +193,7 @@ def bias_activation(entry: Activation, features, bias, attrs: dict, data_format:
             check(op, (x, b), {**attrs, "data_format": data_format})
             return _bias_composite(entry, x, b, data_format, attrs)
     # Converted first: the op's wrapper would make NumPy inputs float32 otherwise.
-    return _op_fn(op)(*_convert((features, bias)), data_format=data_format, name=name, **attrs)
+    return op_fn(op)(*_convert((features, bias)), data_format=data_format, name=name, **attrs)
 
 
 def _make_bias_grad(entry: Activation) -> Callable[..., Any]:
@@ -215,7 +209,7 @@ def _make_bias_grad(entry: Activation) -> Callable[..., Any]:
                 g, x, b = _convert((gradients, features, bias))
                 check(op, (g, x, b), {**attrs, "data_format": data_format})
                 return _bias_grad_composite(entry, g, x, b, data_format, attrs)
-        return tuple(_op_fn(op)(*_convert((gradients, features, bias)), data_format=data_format,
+        return tuple(op_fn(op)(*_convert((gradients, features, bias)), data_format=data_format,
                                 name=name, **attrs))
 
     bias_grad.__name__ = bias_grad.__qualname__ = fn_name
@@ -247,7 +241,7 @@ def gated_activation(entry: Activation, features, bias, attrs: dict,
             if bias is None:
                 return _gated_composite(entry, tensors[0], attrs)
             return _bias_gated_composite(entry, *tensors, attrs)
-    return _op_fn(op)(*_convert(inputs), name=name, **attrs)
+    return op_fn(op)(*_convert(inputs), name=name, **attrs)
 
 
 def _make_gated_grad(entry: Activation) -> Callable[..., Any]:
@@ -262,7 +256,7 @@ def _make_gated_grad(entry: Activation) -> Callable[..., Any]:
                 g, x = _convert((gradients, features))
                 check(op, (g, x), attrs)
                 return _gated_grad_composite(entry, g, x, attrs)
-        return _op_fn(op)(*_convert((gradients, features)), name=name, **attrs)
+        return op_fn(op)(*_convert((gradients, features)), name=name, **attrs)
 
     gated_grad.__name__ = gated_grad.__qualname__ = fn_name
     gated_grad.__module__ = "tf_ops"
@@ -288,7 +282,7 @@ def _make_bias_gated_grad(entry: Activation) -> Callable[..., Any]:
                 g, x, b = _convert((gradients, features, bias))
                 check(op, (g, x, b), attrs)
                 return _bias_gated_grad_composite(entry, g, x, b, attrs)
-        return tuple(_op_fn(op)(*_convert((gradients, features, bias)), name=name, **attrs))
+        return tuple(op_fn(op)(*_convert((gradients, features, bias)), name=name, **attrs))
 
     bias_gated_grad.__name__ = bias_gated_grad.__qualname__ = fn_name
     bias_gated_grad.__module__ = "tf_ops"

@@ -4,31 +4,24 @@
 The fused ops' gradients are their grad ops. The grad ops' gradients are written with
 the plain ops (``{act}_grad``, whose gradient is the fused ``{act}_grad_grad`` op), so
 second order runs fused kernels and higher orders compose as for the plain ops.
-Registration happens once per process, as for the plain ops' (``tf_ops/python/gradients.py``).
+Registered once per process (`core.op_support.register_gradient`), as the plain ops'
+(``activation/gradients.py``).
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import tensorflow as tf
-from tensorflow.python.framework import ops
 
 from tf_ops.python.activation import functions as activations
 from tf_ops.python.activation.table import ACTIVATIONS, Activation
 from tf_ops.python.core import op_info
+from tf_ops.python.core.op_support import op_attrs, op_inputs, register_gradient
 from tf_ops.python.fused import functions as fused
 
 
-def _register_gradient(op_type: str, fn: Callable) -> None:
-    try:
-        ops.gradient_registry.lookup(op_type)
-    except LookupError:
-        ops.RegisterGradient(op_type)(fn)
-
-
 def _op_attrs(op: tf.Operation, entry: Activation) -> dict:
-    return {a.name: op.get_attr(a.name) for a in op_info.attrs(op_info.NAMESPACE + entry.op)}
+    """The fused op's activation attributes (those of ``TfOps>{Act}``)."""
+    return op_attrs(op, of=op_info.NAMESPACE + entry.op)
 
 
 def _register(entry: Activation) -> None:
@@ -61,7 +54,8 @@ def _register(entry: Activation) -> None:
                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
     def gated_grad(op, grad):
-        return fused.FUNCTIONS[f"gated_{fn}_grad"](grad, op.inputs[0], **_op_attrs(op, entry))
+        return fused.FUNCTIONS[f"gated_{fn}_grad"](grad, op_inputs(op).features,
+                                                   **_op_attrs(op, entry))
 
     def gated_dx(g, z, attrs):
         """The gated grad op at the features z, rewritten with the plain ops."""
@@ -94,12 +88,12 @@ def _register(entry: Activation) -> None:
                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
     base = op_info.NAMESPACE
-    _register_gradient(f"{base}Bias{entry.op}", bias_grad)
-    _register_gradient(f"{base}Bias{entry.op}Grad", bias_grad_grad)
-    _register_gradient(f"{base}Gated{entry.op}", gated_grad)
-    _register_gradient(f"{base}Gated{entry.op}Grad", gated_grad_grad)
-    _register_gradient(f"{base}BiasGated{entry.op}", bias_gated_grad)
-    _register_gradient(f"{base}BiasGated{entry.op}Grad", bias_gated_grad_grad)
+    register_gradient(f"{base}Bias{entry.op}", bias_grad)
+    register_gradient(f"{base}Bias{entry.op}Grad", bias_grad_grad)
+    register_gradient(f"{base}Gated{entry.op}", gated_grad)
+    register_gradient(f"{base}Gated{entry.op}Grad", gated_grad_grad)
+    register_gradient(f"{base}BiasGated{entry.op}", bias_gated_grad)
+    register_gradient(f"{base}BiasGated{entry.op}Grad", bias_gated_grad_grad)
 
 
 for _entry in ACTIVATIONS:

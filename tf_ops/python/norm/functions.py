@@ -27,21 +27,14 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from tf_ops.python.core import op_info
-from tf_ops.python.core.composite import check, use_composite, xla_lowered
-from tf_ops.python.core.library import load_library
+from tf_ops.python.core.composite import use_composite, xla_lowered
+from tf_ops.python.core.op_support import op_fn
 
 TensorLike = tf.types.experimental.TensorLike
-
-_ops = load_library()
 
 OP_NAMES = ("LayerNorm", "LayerNormGrad", "AddLayerNorm", "AddLayerNormGrad",
             "RmsNorm", "RmsNormGrad", "AddRmsNorm", "AddRmsNormGrad")
 XLA_LOWERED: frozenset[str] = xla_lowered(OP_NAMES)
-
-
-def op_fn(op: str):
-    return getattr(_ops, "tf_ops_" + op_info.snake_case(op))
 
 
 def op_name(centered: bool, residual: bool, grad: bool = False) -> str:

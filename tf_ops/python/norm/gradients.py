@@ -8,45 +8,36 @@
   backward (``functions.composite`` differentiated with a tape, then differentiated
   again), which recomputes the statistics from x.
 
-Registered once per process, as the other families' gradients.
+Registered once per process (`core.op_support.register_gradient`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import tensorflow as tf
-from tensorflow.python.framework import ops
 
+from tf_ops.python.core.op_support import op_fn, op_inputs, register_gradient
 from tf_ops.python.norm import functions as norm
-
-
-def _register_gradient(op_type: str, fn: Callable) -> None:
-    try:
-        ops.gradient_registry.lookup(op_type)
-    except LookupError:
-        ops.RegisterGradient(op_type)(fn)
 
 
 def _forward_grad(centered: bool, residual: bool):
     def grad(op, *upstream):
         eps = op.get_attr("epsilon")
+        inputs = op_inputs(op)
+        gamma = inputs.gamma
         if residual:
             dh, dy = upstream[0], upstream[1]
             x = op.outputs[0]  # h
-            gamma = op.inputs[2]
         else:
             dh, dy = None, upstream[0]
-            x = op.inputs[0]
-            gamma = op.inputs[1]
+            x = inputs.x
         stats = list(op.outputs[(2 if residual else 1):])
         if dy is None:
             dy = tf.zeros_like(x)
         if residual and dh is not None:
-            outs = norm.op_fn(norm.op_name(centered, True, True))(
+            outs = op_fn(norm.op_name(centered, True, True))(
                 dy, dh, x, gamma, *stats, epsilon=eps)
         else:
-            outs = norm.op_fn(norm.op_name(centered, False, True))(
+            outs = op_fn(norm.op_name(centered, False, True))(
                 dy, x, gamma, *stats, epsilon=eps)
         dx, dparams = outs[0], list(outs[1:])
         return ([dx, dx] if residual else [dx]) + dparams
@@ -69,11 +60,9 @@ def _composite_grads(centered: bool, dy, x, gamma, epsilon):
 def _grad_grad(centered: bool, residual: bool):
     def grad(op, *upstream):
         eps = op.get_attr("epsilon")
-        if residual:
-            dy, dh, x, gamma = op.inputs[:4]
-        else:
-            dy, x, gamma = op.inputs[:3]
-            dh = None
+        inputs = op_inputs(op)
+        dy, gamma = inputs.dy, inputs.gamma
+        x = inputs.h if residual else inputs.x
         upstream = [tf.zeros_like(o) if u is None else u for u, o in zip(upstream, op.outputs)]
         with tf.GradientTape() as tape:
             tape.watch([dy, x, gamma])
@@ -92,7 +81,7 @@ def _grad_grad(centered: bool, residual: bool):
 
 for _centered in (True, False):
     for _residual in (False, True):
-        _register_gradient("TfOps>" + norm.op_name(_centered, _residual),
-                           _forward_grad(_centered, _residual))
-        _register_gradient("TfOps>" + norm.op_name(_centered, _residual, True),
-                           _grad_grad(_centered, _residual))
+        register_gradient("TfOps>" + norm.op_name(_centered, _residual),
+                          _forward_grad(_centered, _residual))
+        register_gradient("TfOps>" + norm.op_name(_centered, _residual, True),
+                          _grad_grad(_centered, _residual))

@@ -5,7 +5,7 @@ keras-hub's ``gelu_approximate``), an activation layer (``Activation``, ``ReLU``
 `tf_ops.patch_keras()` asks this when it fuses an activation into the op before it
 (``Dense(activation=...)``, an activation layer after ``BatchNormalization`` or
 ``Dense``); the names and functions themselves are resolved once, in
-``batch_norm/activation_spec.py``.
+``activation/resolver.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import keras
 
-from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
+from tf_ops.python.activation.resolver import ActivationSpec, resolve
 
 # Functions of other packages that are tf_ops activations: function -> (name, attributes).
 # keras_hub.py adds keras-hub's when keras-hub is importable.

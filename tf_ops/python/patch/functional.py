@@ -49,7 +49,7 @@ from keras.src import tree
 from keras.src.layers.convolutional.base_depthwise_conv import BaseDepthwiseConv
 
 from tf_ops.python.batch_norm import folding as folding_math
-from tf_ops.python.batch_norm.activation_spec import ActivationSpec, resolve
+from tf_ops.python.activation.resolver import ActivationSpec, resolve
 from tf_ops.python.patch import activations, state, xla_cpu
 
 RUN_THROUGH_GRAPH = "keras.src.models.functional:Functional._run_through_graph"

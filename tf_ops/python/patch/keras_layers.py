@@ -19,7 +19,7 @@ from keras.src.backend.common import global_state
 from tf_ops.python.batch_norm import folding as batch_norm_folding
 from tf_ops.python.batch_norm import functions as batch_norm_functions
 from tf_ops.python.batch_norm import layers as batch_norm_layers
-from tf_ops.python.batch_norm.activation_spec import resolve
+from tf_ops.python.activation.resolver import resolve
 from tf_ops.python.core.composite import xla_lowered
 from tf_ops.python.fused.dense import bias_activation_call, bias_add
 from tf_ops.python.norm import layers as norm_layers

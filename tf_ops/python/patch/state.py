@@ -69,8 +69,7 @@ def _install(entry: Entry) -> None:
     original: Callable = getattr(owner, attribute)
     if isinstance(raw, staticmethod):
         original = raw.__func__
-    replacement = xla_cpu.stepping_aside(entry.replacement(original), original,
-                                         entry.families)
+    replacement = xla_cpu.stepping_aside(entry.replacement(original), original)
     replacement.__tf_ops_patch__ = entry.target
     setattr(owner, attribute, staticmethod(replacement) if isinstance(raw, staticmethod)
             else replacement)

@@ -28,23 +28,16 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tf_ops.python.core import op_info
-from tf_ops.python.core.composite import check, kernel_attrs, use_composite, xla_lowered
-from tf_ops.python.core.library import load_library
+from tf_ops.python.core.composite import kernel_attrs, use_composite, xla_lowered
+from tf_ops.python.core.op_support import check, op_fn
 
 TensorLike = tf.types.experimental.TensorLike
-
-_ops = load_library()
 
 OP_NAMES = ("RotaryEmbedding", "RotaryEmbeddingGrad")
 XLA_LOWERED: frozenset[str] = xla_lowered(OP_NAMES)
 ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3")
 LLAMA3_ARGS = ("frequency_adjustment_factor", "low_freq_factor", "high_freq_factor",
                "pretraining_sequence_length")
-
-
-def op_fn(op: str):
-    return getattr(_ops, "tf_ops_" + op_info.snake_case(op))
 
 
 def compute_dtype(dtype: tf.DType) -> tf.DType:

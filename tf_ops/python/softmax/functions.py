@@ -22,15 +22,11 @@ from __future__ import annotations
 from typing import Optional
 
 import tensorflow as tf
-import functools
 
-from tf_ops.python.core import op_info
 from tf_ops.python.core.composite import kernel_attrs, use_composite, xla_lowered
-from tf_ops.python.core.library import load_library
+from tf_ops.python.core.op_support import check, op_fn
 
 TensorLike = tf.types.experimental.TensorLike
-
-_ops = load_library()
 
 OP_NAMES = ("Softmax", "SoftmaxGrad", "LogSoftmax", "LogSoftmaxGrad",
             "ScaledMaskedSoftmax", "ScaledMaskedSoftmaxGrad", "SparseSoftmaxCrossEntropy")
@@ -38,21 +34,6 @@ XLA_LOWERED: frozenset[str] = xla_lowered(OP_NAMES)
 
 # An ignore_index no int64 label equals: nothing is ignored.
 IGNORE_NONE = -(2**63)
-
-
-@functools.lru_cache(maxsize=None)
-def _check_static(op: str, attrs: tuple, specs: tuple) -> None:
-    with tf.Graph().as_default():
-        placeholders = [tf.compat.v1.placeholder(dtype, shape) for dtype, shape in specs]
-        getattr(_ops, "tf_ops_" + op_info.snake_case(op))(*placeholders, **dict(attrs))
-
-
-def check(op: str, inputs: tuple, attrs: dict) -> None:
-    """The op's shape function on inputs of these static shapes and dtypes (as
-    ``core.composite.check``, for ops whose inputs differ in dtype): its ValueError."""
-    specs = tuple((t.dtype, tuple(t.shape.as_list()) if t.shape.rank is not None else None)
-                  for t in inputs)
-    _check_static(op, tuple(sorted(attrs.items())), specs)
 
 
 def _composite(op: str) -> bool:
@@ -184,7 +165,7 @@ def softmax(logits: TensorLike, axis: int = -1, mask: Optional[TensorLike] = Non
                 check("Softmax", (x,), {})
                 y = composite_masked_softmax(x, None, 1.0)
             else:
-                y = _ops.tf_ops_softmax(x)
+                y = op_fn("Softmax")(x)
         else:
             op_mask = m if m is not None else tf.constant(True)
             if _composite("ScaledMaskedSoftmax"):
@@ -195,7 +176,7 @@ def softmax(logits: TensorLike, axis: int = -1, mask: Optional[TensorLike] = Non
                     kept = c if kept is None else tf.logical_and(kept, c)
                 y = composite_masked_softmax(x, kept, scale)
             else:
-                y = _ops.tf_ops_scaled_masked_softmax(x, op_mask, scale=scale, causal=causal)
+                y = op_fn("ScaledMaskedSoftmax")(x, op_mask, scale=scale, causal=causal)
         return y if inverse is None else tf.transpose(y, inverse)
 
 
@@ -216,7 +197,7 @@ def log_softmax(logits: TensorLike, axis: int = -1, name: Optional[str] = None) 
             check("LogSoftmax", (x,), {})
             y = composite_masked_softmax(x, None, 1.0, log=True)
         else:
-            y = _ops.tf_ops_log_softmax(x)
+            y = op_fn("LogSoftmax")(x)
         return y if inverse is None else tf.transpose(y, inverse)
 
 
@@ -237,8 +218,8 @@ def softmax_grad(gradients: TensorLike, softmax: TensorLike, scale: float = 1.0)
         dx = scale * yw * (gw - tf.reduce_sum(gw * yw, axis=-1, keepdims=True))
         return tf.cast(dx, g.dtype)
     if scale == 1.0:
-        return _ops.tf_ops_softmax_grad(g, y)
-    return _ops.tf_ops_scaled_masked_softmax_grad(g, y, scale=float(scale))
+        return op_fn("SoftmaxGrad")(g, y)
+    return op_fn("ScaledMaskedSoftmaxGrad")(g, y, scale=float(scale))
 
 
 def log_softmax_grad(gradients: TensorLike, logsoftmax: TensorLike) -> tf.Tensor:
@@ -255,7 +236,7 @@ def log_softmax_grad(gradients: TensorLike, logsoftmax: TensorLike) -> tf.Tensor
         check("LogSoftmaxGrad", (g, y), {})
         gw, yw = _widen(g), _widen(y)
         return tf.cast(gw - tf.exp(yw) * tf.reduce_sum(gw, axis=-1, keepdims=True), g.dtype)
-    return _ops.tf_ops_log_softmax_grad(g, y)
+    return op_fn("LogSoftmaxGrad")(g, y)
 
 
 def cross_entropy_attrs(label_smoothing: float, ignore_index: int, z_loss: float) -> dict:
@@ -293,7 +274,7 @@ def sparse_softmax_cross_entropy(logits: TensorLike, labels: TensorLike,
             check("SparseSoftmaxCrossEntropy", (x, t), attrs)
             return composite_cross_entropy(x, t, attrs["label_smoothing"], attrs["ignore_index"],
                                            attrs["z_loss"])[0]
-        loss, _ = _ops.tf_ops_sparse_softmax_cross_entropy(x, t, **attrs)
+        loss, _ = op_fn("SparseSoftmaxCrossEntropy")(x, t, **attrs)
         return loss
 
 

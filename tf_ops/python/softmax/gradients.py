@@ -1,4 +1,5 @@
-"""Gradients of the softmax family's ops (``functions.py``), registered once per process.
+"""Gradients of the softmax family's ops (``functions.py``), registered once per process
+(`core.op_support.register_gradient`).
 
 First order runs the fused grad ops (``TfOps>SoftmaxGrad``, ``TfOps>LogSoftmaxGrad``,
 ``TfOps>ScaledMaskedSoftmaxGrad``; the cross-entropy's backward only scales the dlogits
@@ -8,20 +9,11 @@ TensorFlow ops around the fused ones, and so are higher orders.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import tensorflow as tf
-from tensorflow.python.framework import ops
 
 from tf_ops.python.core import tape_zeros
+from tf_ops.python.core.op_support import op_inputs, register_gradient
 from tf_ops.python.softmax import functions as fn
-
-
-def _register_gradient(op_type: str, grad: Callable) -> None:
-    try:
-        ops.gradient_registry.lookup(op_type)
-    except LookupError:
-        ops.RegisterGradient(op_type)(grad)
 
 
 def _softmax_grad(op: tf.Operation, dy: tf.Tensor):
@@ -40,7 +32,7 @@ def _softmax_grad_grad(scale: float):
     # dx = scale * y (g - D), D = sum(g y): d/dg = softmax_grad(u, y, scale),
     # d/dy_i = scale * (u_i (g_i - D) - g_i sum(u y)).
     def grad(op: tf.Operation, u: tf.Tensor):
-        g, y = op.inputs[0], op.inputs[1]
+        g, y = op_inputs(op).gradients, op_inputs(op).softmax
         s = scale if scale is not None else op.get_attr("scale")
         d_g = fn.softmax_grad(u, y, scale=s)
         dot = tf.reduce_sum(g * y, axis=-1, keepdims=True)
@@ -52,7 +44,7 @@ def _softmax_grad_grad(scale: float):
 
 def _log_softmax_grad_grad(op: tf.Operation, u: tf.Tensor):
     # dx = g - e^y S, S = sum(g): d/dg_i = u_i - sum(u e^y); d/dy_i = -u_i e^y_i S.
-    g, y = op.inputs[0], op.inputs[1]
+    g, y = op_inputs(op).gradients, op_inputs(op).logsoftmax
     p = tf.exp(y)
     d_g = u - tf.reduce_sum(u * p, axis=-1, keepdims=True)
     d_y = -u * p * tf.reduce_sum(g, axis=-1, keepdims=True)
@@ -60,7 +52,7 @@ def _log_softmax_grad_grad(op: tf.Operation, u: tf.Tensor):
 
 
 def _cross_entropy_grad(op: tf.Operation, d_loss: tf.Tensor, d_backprop: tf.Tensor):
-    x, labels = op.inputs[0], op.inputs[1]
+    x, labels = op_inputs(op).logits, op_inputs(op).labels
     backprop = op.outputs[1]
     dx = None
     if d_loss is not None:
@@ -79,10 +71,10 @@ def _cross_entropy_grad(op: tf.Operation, d_loss: tf.Tensor, d_backprop: tf.Tens
     return dx, None
 
 
-_register_gradient("TfOps>Softmax", _softmax_grad)
-_register_gradient("TfOps>LogSoftmax", _log_softmax_grad)
-_register_gradient("TfOps>ScaledMaskedSoftmax", _masked_softmax_grad)
-_register_gradient("TfOps>SoftmaxGrad", _softmax_grad_grad(1.0))
-_register_gradient("TfOps>ScaledMaskedSoftmaxGrad", _softmax_grad_grad(None))
-_register_gradient("TfOps>LogSoftmaxGrad", _log_softmax_grad_grad)
-_register_gradient("TfOps>SparseSoftmaxCrossEntropy", _cross_entropy_grad)
+register_gradient("TfOps>Softmax", _softmax_grad)
+register_gradient("TfOps>LogSoftmax", _log_softmax_grad)
+register_gradient("TfOps>ScaledMaskedSoftmax", _masked_softmax_grad)
+register_gradient("TfOps>SoftmaxGrad", _softmax_grad_grad(1.0))
+register_gradient("TfOps>ScaledMaskedSoftmaxGrad", _softmax_grad_grad(None))
+register_gradient("TfOps>LogSoftmaxGrad", _log_softmax_grad_grad)
+register_gradient("TfOps>SparseSoftmaxCrossEntropy", _cross_entropy_grad)

@@ -35,6 +35,7 @@ from typing import Optional
 
 import tensorflow as tf
 from tf_ops.python.core.composite import use_composite
+from tf_ops.python.core.op_support import op_fn
 from tf_ops.python.softmax import functions as fn
 
 TensorLike = tf.types.experimental.TensorLike
@@ -54,16 +55,11 @@ _LARGE_CHUNK_ROWS = 256
 # logits from _LARGE_VOCAB on) or _BLOCK_ELEMENTS gradients (2 MiB of float32), whichever
 # is more, unless the vocabulary is shorter than _MIN_BLOCKED_VOCAB
 # (then whole); blocks of the features keep at least _MIN_BLOCK_FEATURES of them.
-# Measured (512 rows x 512 x 32000, two threads): the chunk's dkernel added in 4 blocks
-# of 128 features takes 1.17x the time of one matmul plus one add (which needs a second
-# kernel-sized buffer), in 16 blocks of 32 1.77x; with the default chunks' 96 rows,
-# blocks of 16 features multiply as fast as blocks of 32 (83 and 86 GFLOP/s, AVX2), and
-# the smaller block is what keeps the peak under a quarter of the unfused head's: the
-# allocator may hand a block a free chunk of up to twice its size and count all of it.
-# From vocab 100000 on a chunk's dlogits (40 MiB and more) leave the cache, and each
-# block of features reads them again: at 128000 (112 rows) 32 blocks took 1.38x TF's
-# time, 16 blocks 1.16x, 8 blocks 1.04x; the kernel, not the tokens' rows, then
-# dominates the peak, and the larger blocks keep it at 23-24% of the unfused head's.
+# Why: few blocks cost little time over one matmul plus one add (which would need a
+# second kernel-sized buffer), small blocks keep the peak under a quarter of the unfused
+# head's, and from _LARGE_VOCAB on, where a chunk's dlogits leave the cache, fewer and
+# larger blocks win back the time: the measurements are in docs/benchmarks.md,
+# "Measurements behind code choices".
 _BLOCKS = 4
 _BLOCK_ELEMENTS = 1 << 19
 _MIN_BLOCKED_VOCAB = 64
@@ -289,10 +285,9 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
                 w_in = tf.pad(w_in, [[0, extra]])
 
         # The matmuls, each in the orientation oneDNN runs fastest with a chunk's few
-        # rows (measured, one thread, 128 x 512 x 32000: h @ k^T 27 GFLOP/s, (k @ h^T)^T
-        # 66; d @ k^T 43, (k @ d^T)^T 76); the transposes are of thin results only,
-        # except the tied kernel's logits, which from _LARGE_CHUNK_ROWS rows on are
-        # h @ k^T (10% faster than with the transpose at 512 rows, two threads).
+        # rows; the transposes are of thin results only, except the tied kernel's
+        # logits, which from _LARGE_CHUNK_ROWS rows on are h @ k^T (docs/benchmarks.md,
+        # "Measurements behind code choices").
         def logits_of(hc):
             if transpose_kernel and chunk_size >= _LARGE_CHUNK_ROWS:
                 return tf.matmul(hc, k, transpose_b=True)
@@ -321,7 +316,7 @@ def _chunked(inputs, labels, weights, transpose_kernel, attrs, reduction, chunk_
                 ids = tf.argmax(logits, axis=-1)
                 after = [ids]
             with tf.control_dependencies(after):
-                losses, d = fn._ops.tf_ops_sparse_softmax_cross_entropy(logits, tc, **attrs)
+                losses, d = op_fn("SparseSoftmaxCrossEntropy")(logits, tc, **attrs)
             losses = tf.cast(losses, tf.float32)
             count = tf.reduce_sum(tf.cast(tf.not_equal(tc, ignore), tf.float32))
             dh = dh_of(d)

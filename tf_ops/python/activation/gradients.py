@@ -14,38 +14,19 @@ H(u, g, v) = (u * f'(v), u * g * f''(v)) (v: the features, or the outputs for El
   op's composite f'' (``composites.grad_grad``'s). Those are differentiable again, so
   every order works.
 
-Registration happens once per process: importing or reloading this module again does
-not raise "Registering two gradient with name".
+Registration happens once per process (`core.op_support.register_gradient`): importing
+or reloading this module again does not raise "Registering two gradient with name".
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import tensorflow as tf
-from tensorflow.python.framework import ops
 
 from tf_ops.python.activation import composites
 from tf_ops.python.activation import functions as activations
 from tf_ops.python.activation.table import ACTIVATIONS, Activation
 from tf_ops.python.core import op_info
-
-
-def _register_gradient(op_type: str) -> Callable[[Callable], Callable]:
-    """Like `ops.RegisterGradient`, but a no-op when op_type already has one."""
-
-    def decorator(fn: Callable) -> Callable:
-        try:
-            ops.gradient_registry.lookup(op_type)
-        except LookupError:
-            ops.RegisterGradient(op_type)(fn)
-        return fn
-
-    return decorator
-
-
-def _attrs(op: tf.Operation, op_type: str) -> dict:
-    return {a.name: op.get_attr(a.name) for a in op_info.attrs(op_type)}
+from tf_ops.python.core.op_support import op_attrs, op_inputs, register_gradient
 
 
 def _third_derivative_times(entry: Activation, w, v, attrs: dict) -> tf.Tensor:
@@ -63,20 +44,20 @@ def _register(entry: Activation) -> None:
     fn = entry.function
     takes_outputs = op_info.grad_takes_outputs(entry.op)
 
-    @_register_gradient(base)
+    @register_gradient(base)
     def _forward_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
-        v = op.outputs[0] if takes_outputs else op.inputs[0]
-        return activations.FUNCTIONS[f"{fn}_grad"](grad, v, **_attrs(op, base))
+        v = op.outputs[0] if takes_outputs else op_inputs(op).features
+        return activations.FUNCTIONS[f"{fn}_grad"](grad, v, **op_attrs(op))
 
-    @_register_gradient(base + "Grad")
+    @register_gradient(base + "Grad")
     def _grad_op_grad(op: tf.Operation, grad: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         gradients, v = op.inputs
-        return activations.FUNCTIONS[f"{fn}_grad_grad"](grad, gradients, v, **_attrs(op, base))
+        return activations.FUNCTIONS[f"{fn}_grad_grad"](grad, gradients, v, **op_attrs(op))
 
-    @_register_gradient(base + "GradGrad")
+    @register_gradient(base + "GradGrad")
     def _grad_grad_grad(op: tf.Operation, ua: tf.Tensor, ub: tf.Tensor) -> tuple:
         u, g, v = op.inputs
-        attrs = _attrs(op, base)
+        attrs = op_attrs(op)
         grad_grad = activations.FUNCTIONS[f"{fn}_grad_grad"]
         second = lambda w1, w2: grad_grad(w1, w2, v, **attrs)[1]  # w1 * w2 * f''(v)
         d_u = activations.FUNCTIONS[f"{fn}_grad"](ua, v, **attrs) + second(ub, g)
