@@ -42,6 +42,8 @@ class Case:
       target: the issue's CPU graph-mode train-step speed-up (stock time / patched).
       keras_hub: needs keras-hub.
       memory_target: the patched step's peak memory, at most this fraction of stock's.
+      long_context: a long-context size of a model above (the benchmark's; its "test"
+        size is that model's, so the tests run it once).
     """
 
     name: str
@@ -49,6 +51,7 @@ class Case:
     target: float
     keras_hub: bool = False
     memory_target: float | None = None
+    long_context: bool = False
 
 
 def keras_hub_available() -> bool:
@@ -133,13 +136,16 @@ def _token_batch(batch: int, seq: int, vocab: int):
 
 
 def _causal_lm(backbone_name: str, lm_name: str, vocab: int, bench: dict,
-               test: dict) -> Callable[[str], Built]:
-    """A keras-hub causal LM: `bench` and `test` are the backbone's sizes."""
+               test: dict, tokens: tuple[int, int] | None = None) -> Callable[[str], Built]:
+    """A keras-hub causal LM: `bench` and `test` are the backbone's sizes; `tokens`
+    (batch, sequence) the bench size's batch where not the default."""
 
     def build(size: str) -> Built:
         import keras_hub
 
         batch, seq, vocabulary = _tokens(size, vocab)
+        if size == "bench" and tokens is not None:
+            batch, seq = tokens
         keras.utils.set_random_seed(0)
         backbone = getattr(keras_hub.models, backbone_name)(
             vocabulary_size=vocabulary, dropout=0.0, **(bench if size == "bench" else test))
@@ -190,6 +196,22 @@ CASES: dict[str, Case] = {c.name: c for c in (
              intermediate_dim=1376),
         dict(num_layers=2, num_query_heads=4, num_key_value_heads=2, hidden_dim=32,
              intermediate_dim=64)), 1.15, keras_hub=True, memory_target=0.7),
+    # Long context (issue 45): one sequence of 2048 tokens, 2 layers, hidden 256, 8 query
+    # heads, where stock Keras's attention keeps [1, 8, 2048, 2048] tensors per layer.
+    Case("GPT-2 2k", _causal_lm(
+        "GPT2Backbone", "GPT2CausalLM", 8000,
+        dict(num_layers=2, num_heads=8, hidden_dim=256, intermediate_dim=1024,
+             max_sequence_length=2048),
+        dict(num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
+             max_sequence_length=16), tokens=(1, 2048)), 1.8, keras_hub=True,
+        memory_target=0.25, long_context=True),
+    Case("LLaMA 2k", _causal_lm(
+        "LlamaBackbone", "LlamaCausalLM", 8000,
+        dict(num_layers=2, num_query_heads=8, num_key_value_heads=2, hidden_dim=256,
+             intermediate_dim=688),
+        dict(num_layers=2, num_query_heads=4, num_key_value_heads=2, hidden_dim=32,
+             intermediate_dim=64), tokens=(1, 2048)), 1.8, keras_hub=True,
+        memory_target=0.25, long_context=True),
 )}
 
 
