@@ -71,7 +71,7 @@ absl::Status GradShape(InferenceContext* c) {
 #define TF_OPS_ATTENTION_ATTRS                               \
   Attr("T: {half, bfloat16, float, double}")                 \
       .Attr("L: {float, double} = DT_FLOAT")                 \
-      .Attr("scale: float")                                  \
+      .Attr("scale: float = 1.0")                                \
       .Attr("softcap: float = 0.0")                          \
       .Attr("causal: bool = false")                          \
       .Attr("window: int = -1")

@@ -1,0 +1,753 @@
+// The attention family's CPU loops (attention_cpu.h), compiled once per
+// instruction set (core/cpu_isa.h), each variant a `flatten` function so the
+// block products below are vectorised for its target.
+//
+// Forward, FlashAttention-2's tiles: a work unit is one query block of one
+// head; it walks the key blocks its row range can see (causal and window
+// blocks outside it are skipped), keeps each row's running max and sum
+// (the online softmax) and the output in float, and writes the output and
+// the log-sum-exp once. Backward: a work unit is one query head; it walks the
+// key blocks, recomputes the weights of each (query block, key block) tile
+// from the log-sum-exp, and accumulates dq for the whole head and dk, dv for
+// the key block. Heads of a group write their dk, dv to their own partial
+// buffers, summed over the group in head order afterwards: no atomics, and a
+// result that does not depend on the threads.
+//
+// Key and value are first packed once per key/value head into float panels
+// (K^T, K, V, V^T as each product needs them), so the products read
+// contiguous float rows: every product is C += A B with B's rows contiguous,
+// one register-blocked kernel (Gemm below) for all of them.
+
+#include "tf_ops/cc/attention/attention_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "tf_ops/cc/core/cpu_isa.h"
+#include "tf_ops/cc/core/cpu_storage.h"
+#include "tf_ops/cc/core/fast_math.h"
+
+namespace tf_ops {
+namespace attention {
+namespace {
+
+// Tiles: a query block's float rows (64 x head_dim) and a key block's panel
+// (head_dim x 128) stay in L1/L2 while a tile is computed.
+constexpr int64_t kQueryBlock = 64;
+constexpr int64_t kKeyBlock = 128;
+
+template <typename C>
+constexpr C NegInf() {
+  return -std::numeric_limits<C>::infinity();
+}
+
+inline float ExpC(float x) { return fast_math::ExpF(x); }
+inline double ExpC(double x) { return std::exp(x); }
+
+// C[m, n] (+)= sum_k A[m, k] B[k, n] for m < M, n < N, k < K; rows of A,
+// B and C `lda`, `ldb`, `ldc` apart. Register tiles of kRows rows by two
+// vectors of B's row, each A element broadcast.
+template <typename C, int kBytes>
+struct Gemm {
+  typedef C V __attribute__((vector_size(kBytes)));
+  static constexpr int kLanes = kBytes / sizeof(C);
+  static constexpr int kCols = 2 * kLanes;
+  static constexpr int kRows = 6;
+
+  template <int R>
+  static void Tile(int64_t K, const C* A, int64_t lda, const C* B,
+                   int64_t ldb, C* Cm, int64_t ldc, bool accumulate) {
+    V acc[R][2];
+    for (int r = 0; r < R; ++r) {
+      if (accumulate) {
+        std::memcpy(&acc[r][0], Cm + r * ldc, sizeof(V));
+        std::memcpy(&acc[r][1], Cm + r * ldc + kLanes, sizeof(V));
+      } else {
+        acc[r][0] = V{} ;
+        acc[r][1] = V{};
+      }
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      V b0, b1;
+      std::memcpy(&b0, B + k * ldb, sizeof(V));
+      std::memcpy(&b1, B + k * ldb + kLanes, sizeof(V));
+      for (int r = 0; r < R; ++r) {
+        const C a = A[r * lda + k];
+        acc[r][0] += a * b0;
+        acc[r][1] += a * b1;
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      std::memcpy(Cm + r * ldc, &acc[r][0], sizeof(V));
+      std::memcpy(Cm + r * ldc + kLanes, &acc[r][1], sizeof(V));
+    }
+  }
+
+  template <int R>
+  static void TailTile(int64_t K, int64_t cols, const C* A, int64_t lda,
+                       const C* B, int64_t ldb, C* Cm, int64_t ldc,
+                       bool accumulate) {
+    C acc[R][kCols];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < kCols; ++c) {
+        acc[r][c] = accumulate && c < cols ? Cm[r * ldc + c] : C(0);
+      }
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      C b[kCols];
+      for (int c = 0; c < kCols; ++c) b[c] = c < cols ? B[k * ldb + c] : C(0);
+      for (int r = 0; r < R; ++r) {
+        const C a = A[r * lda + k];
+        for (int c = 0; c < kCols; ++c) acc[r][c] += a * b[c];
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < cols; ++c) Cm[r * ldc + c] = acc[r][c];
+    }
+  }
+
+  template <int R>
+  static void Rows(int64_t N, int64_t K, const C* A, int64_t lda, const C* B,
+                   int64_t ldb, C* Cm, int64_t ldc, bool accumulate) {
+    int64_t n = 0;
+    for (; n + kCols <= N; n += kCols) {
+      Tile<R>(K, A, lda, B + n, ldb, Cm + n, ldc, accumulate);
+    }
+    if (n < N) {
+      TailTile<R>(K, N - n, A, lda, B + n, ldb, Cm + n, ldc, accumulate);
+    }
+  }
+
+  static void Run(int64_t M, int64_t N, int64_t K, const C* A, int64_t lda,
+                  const C* B, int64_t ldb, C* Cm, int64_t ldc,
+                  bool accumulate) {
+    int64_t m = 0;
+    for (; m + kRows <= M; m += kRows) {
+      Rows<kRows>(N, K, A + m * lda, lda, B, ldb, Cm + m * ldc, ldc,
+                  accumulate);
+    }
+    const C* a = A + m * lda;
+    C* c = Cm + m * ldc;
+    switch (M - m) {
+      case 5: Rows<5>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 4: Rows<4>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 3: Rows<3>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 2: Rows<2>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 1: Rows<1>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
+      default: break;
+    }
+  }
+};
+
+// out[c * rows + r] = in[r * ld + c]: a tile transposed (r < rows, c < cols).
+template <typename C>
+void Transpose(const C* in, int64_t ld, int64_t rows, int64_t cols, C* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * ld + c];
+  }
+}
+
+template <typename C>
+std::unique_ptr<C[]> Buffer(int64_t n) {
+  return std::unique_ptr<C[]>(new C[std::max<int64_t>(n, 1)]);
+}
+
+// Per key/value head: the float panels the products read.
+template <typename C>
+struct Panels {
+  int64_t S, D, Dv;
+  C* base;  // [B * K] x (K^T [D, S] | K [S, D] | V [S, Dv] | V^T [Dv, S])
+  bool with_k, with_v, with_vt;
+  int64_t Stride() const {
+    return S * D + (with_k ? S * D : 0) + (with_v ? S * Dv : 0) +
+           (with_vt ? S * Dv : 0) + Dv;
+  }
+  C* KT(int64_t head) const { return base + head * Stride(); }
+  C* K(int64_t head) const { return KT(head) + S * D; }
+  C* V(int64_t head) const { return K(head) + (with_k ? S * D : 0); }
+  C* VT(int64_t head) const { return V(head) + (with_v ? S * Dv : 0); }
+  C* VMean(int64_t head) const { return VT(head) + (with_vt ? S * Dv : 0); }
+};
+
+template <typename St>
+struct Engine {
+  using Stored = typename St::Stored;
+  using C = std::conditional_t<std::is_same_v<Stored, double>, double, float>;
+
+  const AttentionParams& p;
+
+  int64_t QueryBlocks() const {
+    return (p.q_len + kQueryBlock - 1) / kQueryBlock;
+  }
+
+  // Panels of key/value head `unit` (b * K + kh).
+  void Pack(const Panels<C>& panels, const Stored* k, const Stored* v,
+            int64_t unit) const {
+    const int64_t b = unit / p.kv_heads, kh = unit % p.kv_heads;
+    const int64_t S = p.kv_len, D = p.head_dim, Dv = p.value_dim;
+    C* kt = panels.KT(unit);
+    for (int64_t s = 0; s < S; ++s) {
+      const Stored* row = k + p.KOffset(b, s, kh);
+      for (int64_t d = 0; d < D; ++d) kt[d * S + s] = St::Load(row[d]);
+      if (panels.with_k) {
+        C* out = panels.K(unit) + s * D;
+        for (int64_t d = 0; d < D; ++d) out[d] = St::Load(row[d]);
+      }
+    }
+    C* mean = panels.VMean(unit);
+    for (int64_t d = 0; d < Dv; ++d) mean[d] = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const Stored* row = v + p.VOffset(b, s, kh);
+      if (panels.with_v) {
+        C* out = panels.V(unit) + s * Dv;
+        for (int64_t d = 0; d < Dv; ++d) out[d] = St::Load(row[d]);
+      }
+      if (panels.with_vt) {
+        C* vt = panels.VT(unit);
+        for (int64_t d = 0; d < Dv; ++d) vt[d * S + s] = St::Load(row[d]);
+      }
+      for (int64_t d = 0; d < Dv; ++d) mean[d] += St::Load(row[d]);
+    }
+    // No keys at all (S = 0): the output is 0, as Keras's empty sum.
+    for (int64_t d = 0; d < Dv; ++d) mean[d] = S > 0 ? mean[d] / S : C(0);
+  }
+
+  // Whether every (t, s) of the tile is kept by causal and window, so the
+  // tile needs no element-wise pass (no mask, bias or softcap either).
+  bool TileIsPlain(int64_t t0, int64_t t1, int64_t s0, int64_t s1) const {
+    if (p.mask.data != nullptr || p.bias.data != nullptr || p.softcap > 0) {
+      return false;
+    }
+    if (p.causal && s1 - 1 > t0) return false;
+    if (p.window >= 0 &&
+        (t1 - 1 - s0 >= p.window || s1 - 1 - t0 >= p.window)) {
+      return false;
+    }
+    return true;
+  }
+
+  // The logits of a tile (`s` holds scale q.k, rows x cols, ld kKeyBlock)
+  // made final: bias added, soft-capped (g: the cap's derivative, if asked),
+  // -inf where not kept. kept_any[r] is set where row r keeps a key.
+  void Finish(C* s, C* g, int64_t b, int64_t n, int64_t t0, int64_t rows,
+              int64_t s0, int64_t cols, bool* kept_any) const {
+    const bool* mask = static_cast<const bool*>(p.mask.data);
+    const Stored* bias = static_cast<const Stored*>(p.bias.data);
+    const C cap = p.softcap;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = t0 + r;
+      C* row = s + r * kKeyBlock;
+      if (bias != nullptr) {
+        const Stored* brow = bias + p.BroadcastOffset(p.bias, b, n, t, s0);
+        const int64_t st = p.bias.strides[3];
+        for (int64_t c = 0; c < cols; ++c) row[c] += St::Load(brow[c * st]);
+      }
+      if (cap > 0) {
+        C* grow = g + r * kKeyBlock;
+        for (int64_t c = 0; c < cols; ++c) {
+          const C th = std::tanh(row[c] / cap);
+          row[c] = cap * th;
+          if (g != nullptr) grow[c] = 1 - th * th;
+        }
+      }
+      bool any = false;
+      const bool* mrow =
+          mask == nullptr ? nullptr
+                          : mask + p.BroadcastOffset(p.mask, b, n, t, s0);
+      const int64_t ms = p.mask.strides[3];
+      for (int64_t c = 0; c < cols; ++c) {
+        const bool kept = (mrow == nullptr || mrow[c * ms]) &&
+                          p.KeptByPosition(t, s0 + c);
+        any |= kept;
+        row[c] = kept ? row[c] : NegInf<C>();
+      }
+      kept_any[r] |= any;
+    }
+  }
+
+  // The key range [lo, hi) rows [t0, t1) can see.
+  void KeyRange(int64_t t0, int64_t t1, int64_t* lo, int64_t* hi) const {
+    *lo = 0;
+    *hi = p.kv_len;
+    if (p.causal) *hi = std::min(*hi, t1);
+    if (p.window >= 0) {
+      *lo = std::max<int64_t>(0, t0 - p.window + 1);
+      *hi = std::min(*hi, t1 - 1 + p.window);
+    }
+  }
+
+  // The query range [lo, hi) keys [s0, s1) are seen by.
+  void QueryRange(int64_t s0, int64_t s1, int64_t* lo, int64_t* hi) const {
+    *lo = 0;
+    *hi = p.q_len;
+    if (p.causal) *lo = std::max(*lo, s0);
+    if (p.window >= 0) {
+      *lo = std::max<int64_t>(*lo, s0 - p.window + 1);
+      *hi = std::min(*hi, s1 - 1 + p.window);
+    }
+  }
+
+  template <int kBytes>
+  void ForwardUnits(const Panels<C>& panels, const Stored* q, Stored* out,
+                    C* lse, int64_t begin, int64_t end) const {
+    using G = Gemm<C, kBytes>;
+    const int64_t D = p.head_dim, Dv = p.value_dim;
+    auto qs = Buffer<C>(kQueryBlock * D);
+    auto s = Buffer<C>(kQueryBlock * kKeyBlock);
+    auto acc = Buffer<C>(kQueryBlock * Dv);
+    C m[kQueryBlock], l[kQueryBlock];
+    bool kept_any[kQueryBlock];
+    const int64_t blocks = QueryBlocks();
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t qb = u % blocks, bn = u / blocks;
+      const int64_t b = bn / p.heads, n = bn % p.heads;
+      const int64_t kv = b * p.kv_heads + n / p.group();
+      const int64_t t0 = qb * kQueryBlock;
+      const int64_t t1 = std::min(p.q_len, t0 + kQueryBlock);
+      const int64_t rows = t1 - t0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const Stored* row = q + p.QOffset(b, t0 + r, n);
+        for (int64_t d = 0; d < D; ++d) {
+          qs[r * D + d] = static_cast<C>(p.scale) * St::Load(row[d]);
+        }
+        m[r] = NegInf<C>();
+        l[r] = 0;
+        kept_any[r] = false;
+        for (int64_t d = 0; d < Dv; ++d) acc[r * Dv + d] = 0;
+      }
+      int64_t lo, hi;
+      KeyRange(t0, t1, &lo, &hi);
+      const C* kt = panels.KT(kv);
+      const C* vv = panels.V(kv);
+      for (int64_t s0 = lo; s0 < hi; s0 += kKeyBlock) {
+        const int64_t cols = std::min(kKeyBlock, hi - s0);
+        G::Run(rows, cols, D, qs.get(), D, kt + s0, p.kv_len, s.get(),
+               kKeyBlock, false);
+        if (TileIsPlain(t0, t1, s0, s0 + cols)) {
+          for (int64_t r = 0; r < rows; ++r) kept_any[r] = true;
+        } else {
+          Finish(s.get(), nullptr, b, n, t0, rows, s0, cols, kept_any);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          C* row = s.get() + r * kKeyBlock;
+          C mx = m[r];
+          for (int64_t c = 0; c < cols; ++c) mx = row[c] > mx ? row[c] : mx;
+          if (mx == NegInf<C>()) {  // nothing kept yet: weights 0
+            for (int64_t c = 0; c < cols; ++c) row[c] = 0;
+            continue;
+          }
+          const C alpha = m[r] == NegInf<C>() ? C(0) : ExpC(m[r] - mx);
+          C sum = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            row[c] = ExpC(row[c] - mx);
+            sum += row[c];
+          }
+          l[r] = l[r] * alpha + sum;
+          m[r] = mx;
+          if (alpha != C(1)) {
+            C* a = acc.get() + r * Dv;
+            for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
+          }
+        }
+        G::Run(rows, Dv, cols, s.get(), kKeyBlock, vv + s0 * Dv, Dv,
+               acc.get(), Dv, true);
+      }
+      const C* mean = panels.VMean(kv);
+      for (int64_t r = 0; r < rows; ++r) {
+        Stored* o = out + p.OutOffset(b, t0 + r, n);
+        C* lse_row = lse + p.LseOffset(b, n, t0 + r);
+        if (!kept_any[r]) {  // Keras's uniform weights: the values' mean
+          for (int64_t d = 0; d < Dv; ++d) o[d] = St::Store(mean[d]);
+          *lse_row = NegInf<C>();
+          continue;
+        }
+        const C inv = C(1) / l[r];
+        for (int64_t d = 0; d < Dv; ++d) {
+          o[d] = St::Store(acc[r * Dv + d] * inv);
+        }
+        *lse_row = m[r] + std::log(l[r]);
+      }
+    }
+  }
+
+  // Backward of query heads [begin, end) (unit = b * N + n). dk_part and
+  // dv_part: this head's [S, D] and [S, Dv] float rows.
+  template <int kBytes>
+  void BackwardUnits(const Panels<C>& panels, const Stored* q,
+                     const Stored* out, const Stored* dout, const C* lse,
+                     Stored* dq, Stored* dk, Stored* dv, C* dk_part,
+                     C* dv_part, int64_t begin, int64_t end) const {
+    using G = Gemm<C, kBytes>;
+    const int64_t T = p.q_len, S = p.kv_len, D = p.head_dim,
+                  Dv = p.value_dim;
+    const bool grouped = p.group() > 1;
+    auto qs = Buffer<C>(T * D);
+    auto dos = Buffer<C>(T * Dv);
+    auto delta = Buffer<C>(T);
+    auto dqa = Buffer<C>(T * D);
+    auto s = Buffer<C>(kQueryBlock * kKeyBlock);
+    auto g = Buffer<C>(kQueryBlock * kKeyBlock);
+    auto dp = Buffer<C>(kQueryBlock * kKeyBlock);
+    auto tr = Buffer<C>(kQueryBlock * kKeyBlock);
+    auto dkb = Buffer<C>(kKeyBlock * D);
+    auto dvb = Buffer<C>(kKeyBlock * Dv);
+    std::vector<C> dead_sum(Dv);
+    bool kept_any[kQueryBlock];
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / p.heads, n = u % p.heads;
+      const int64_t kv = b * p.kv_heads + n / p.group();
+      bool any_dead = false;
+      std::fill(dead_sum.begin(), dead_sum.end(), C(0));
+      for (int64_t t = 0; t < T; ++t) {
+        const Stored* qrow = q + p.QOffset(b, t, n);
+        for (int64_t d = 0; d < D; ++d) {
+          qs[t * D + d] = static_cast<C>(p.scale) * St::Load(qrow[d]);
+          dqa[t * D + d] = 0;
+        }
+        const Stored* orow = out + p.OutOffset(b, t, n);
+        const Stored* grow = dout + p.OutOffset(b, t, n);
+        C sum = 0;
+        for (int64_t d = 0; d < Dv; ++d) {
+          const C go = St::Load(grow[d]);
+          dos[t * Dv + d] = go;
+          sum += go * St::Load(orow[d]);
+        }
+        delta[t] = sum;
+        if (lse[p.LseOffset(b, n, t)] == NegInf<C>()) {
+          any_dead = true;
+          for (int64_t d = 0; d < Dv; ++d) dead_sum[d] += dos[t * Dv + d];
+        }
+      }
+      const C dead_share = any_dead ? C(1) / static_cast<C>(S) : C(0);
+      const C* kt = panels.KT(kv);
+      const C* kk = panels.K(kv);
+      const C* vt = panels.VT(kv);
+      for (int64_t s0 = 0; s0 < S; s0 += kKeyBlock) {
+        const int64_t cols = std::min(kKeyBlock, S - s0);
+        std::fill(dkb.get(), dkb.get() + cols * D, C(0));
+        for (int64_t c = 0; c < cols; ++c) {
+          for (int64_t d = 0; d < Dv; ++d) {
+            dvb[c * Dv + d] = dead_sum[d] * dead_share;
+          }
+        }
+        int64_t lo, hi;
+        QueryRange(s0, s0 + cols, &lo, &hi);
+        for (int64_t t0 = lo; t0 < hi; t0 += kQueryBlock) {
+          const int64_t rows = std::min(kQueryBlock, hi - t0);
+          G::Run(rows, cols, D, qs.get() + t0 * D, D, kt + s0, S, s.get(),
+                 kKeyBlock, false);
+          const bool plain = TileIsPlain(t0, t0 + rows, s0, s0 + cols);
+          if (!plain) {
+            Finish(s.get(), g.get(), b, n, t0, rows, s0, cols, kept_any);
+          }
+          // P = exp(logit - lse); a dead row's weights reach only dv
+          // (dead_sum), so they are 0 here.
+          for (int64_t r = 0; r < rows; ++r) {
+            const C lr = lse[p.LseOffset(b, n, t0 + r)];
+            C* row = s.get() + r * kKeyBlock;
+            if (lr == NegInf<C>()) {
+              for (int64_t c = 0; c < cols; ++c) row[c] = 0;
+            } else {
+              for (int64_t c = 0; c < cols; ++c) row[c] = ExpC(row[c] - lr);
+            }
+          }
+          // dV += P^T dO
+          Transpose(s.get(), kKeyBlock, rows, cols, tr.get());
+          G::Run(cols, Dv, rows, tr.get(), rows, dos.get() + t0 * Dv, Dv,
+                 dvb.get(), Dv, true);
+          // dP = dO V^T; dS = P (dP - delta) (times the cap's derivative)
+          G::Run(rows, cols, Dv, dos.get() + t0 * Dv, Dv, vt + s0, S,
+                 dp.get(), kKeyBlock, false);
+          for (int64_t r = 0; r < rows; ++r) {
+            C* row = s.get() + r * kKeyBlock;
+            const C* dprow = dp.get() + r * kKeyBlock;
+            const C dl = delta[t0 + r];
+            for (int64_t c = 0; c < cols; ++c) {
+              row[c] = row[c] * (dprow[c] - dl);
+            }
+            if (p.softcap > 0 && !plain) {
+              const C* grow = g.get() + r * kKeyBlock;
+              for (int64_t c = 0; c < cols; ++c) row[c] *= grow[c];
+            }
+          }
+          // dQ += dS K; dK += dS^T (scale Q)
+          G::Run(rows, D, cols, s.get(), kKeyBlock, kk + s0 * D, D,
+                 dqa.get() + t0 * D, D, true);
+          Transpose(s.get(), kKeyBlock, rows, cols, tr.get());
+          G::Run(cols, D, rows, tr.get(), rows, qs.get() + t0 * D, D,
+                 dkb.get(), D, true);
+        }
+        if (grouped) {
+          std::memcpy(dk_part + s0 * D, dkb.get(), sizeof(C) * cols * D);
+          std::memcpy(dv_part + s0 * Dv, dvb.get(), sizeof(C) * cols * Dv);
+        } else {
+          for (int64_t c = 0; c < cols; ++c) {
+            Stored* krow = dk + p.KOffset(b, s0 + c, n / p.group());
+            Stored* vrow = dv + p.VOffset(b, s0 + c, n / p.group());
+            for (int64_t d = 0; d < D; ++d) krow[d] = St::Store(dkb[c * D + d]);
+            for (int64_t d = 0; d < Dv; ++d) {
+              vrow[d] = St::Store(dvb[c * Dv + d]);
+            }
+          }
+        }
+      }
+      if (grouped) {
+        dk_part += S * D;
+        dv_part += S * Dv;
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        Stored* row = dq + p.QOffset(b, t, n);
+        for (int64_t d = 0; d < D; ++d) {
+          row[d] = St::Store(static_cast<C>(p.scale) * dqa[t * D + d]);
+        }
+      }
+    }
+  }
+
+  // dk, dv of key/value rows [begin, end) (unit = (b * K + kh) * S + s):
+  // the group's partials summed in head order.
+  void ReduceGroups(const C* dk_part, const C* dv_part, Stored* dk,
+                    Stored* dv, int64_t begin, int64_t end) const {
+    const int64_t S = p.kv_len, D = p.head_dim, Dv = p.value_dim;
+    const int64_t group = p.group();
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t s = u % S, bk = u / S;
+      const int64_t b = bk / p.kv_heads, kh = bk % p.kv_heads;
+      const int64_t n0 = b * p.heads + kh * group;
+      Stored* krow = dk + p.KOffset(b, s, kh);
+      Stored* vrow = dv + p.VOffset(b, s, kh);
+      for (int64_t d = 0; d < D; ++d) {
+        C sum = 0;
+        for (int64_t j = 0; j < group; ++j) {
+          sum += dk_part[((n0 + j) * S + s) * D + d];
+        }
+        krow[d] = St::Store(sum);
+      }
+      for (int64_t d = 0; d < Dv; ++d) {
+        C sum = 0;
+        for (int64_t j = 0; j < group; ++j) {
+          sum += dv_part[((n0 + j) * S + s) * Dv + d];
+        }
+        vrow[d] = St::Store(sum);
+      }
+    }
+  }
+};
+
+// The calls each instruction-set variant runs, with their buffers.
+struct ForwardCall {
+  Dtype dtype;
+  const AttentionParams* p;
+  const void* panels;  // Panels<C> of the compute type
+  const void* q;
+  void* out;
+  void* lse;
+};
+
+struct BackwardCall {
+  Dtype dtype;
+  const AttentionParams* p;
+  const void* panels;
+  const void *q, *out, *dout, *lse;
+  void *dq, *dk, *dv;
+  void *dk_part, *dv_part;
+};
+
+template <int kBytes, typename St>
+void RunForward(St, const ForwardCall& c, int64_t begin, int64_t end) {
+  using E = Engine<St>;
+  using C = typename E::C;
+  using Stored = typename St::Stored;
+  E{*c.p}.template ForwardUnits<kBytes>(
+      *static_cast<const Panels<C>*>(c.panels),
+      static_cast<const Stored*>(c.q), static_cast<Stored*>(c.out),
+      static_cast<C*>(c.lse), begin, end);
+}
+
+template <int kBytes, typename St>
+void RunBackward(St, const BackwardCall& c, int64_t begin, int64_t end) {
+  using E = Engine<St>;
+  using C = typename E::C;
+  using Stored = typename St::Stored;
+  const AttentionParams& p = *c.p;
+  C* dk_part = static_cast<C*>(c.dk_part);
+  C* dv_part = static_cast<C*>(c.dv_part);
+  if (dk_part != nullptr) {
+    dk_part += begin * p.kv_len * p.head_dim;
+    dv_part += begin * p.kv_len * p.value_dim;
+  }
+  E{p}.template BackwardUnits<kBytes>(
+      *static_cast<const Panels<C>*>(c.panels),
+      static_cast<const Stored*>(c.q), static_cast<const Stored*>(c.out),
+      static_cast<const Stored*>(c.dout), static_cast<const C*>(c.lse),
+      static_cast<Stored*>(c.dq), static_cast<Stored*>(c.dk),
+      static_cast<Stored*>(c.dv), dk_part, dv_part, begin, end);
+}
+
+constexpr int VectorBytes(std::string_view isa) {
+  return isa == "Avx512" ? 64 : 32;
+}
+
+#define TF_OPS_ATTENTION_VARIANT(Suffix, TARGET, F16C)                       \
+  TARGET __attribute__((flatten, noinline)) void Forward##Suffix(            \
+      const ForwardCall& c, int64_t begin, int64_t end) {                    \
+    cpu_storage::WithStorage(c.dtype, [&](auto st) {                         \
+      RunForward<VectorBytes(#Suffix)>(st, c, begin, end);                   \
+    });                                                                      \
+  }                                                                          \
+  TARGET __attribute__((flatten, noinline)) void Backward##Suffix(           \
+      const BackwardCall& c, int64_t begin, int64_t end) {                   \
+    cpu_storage::WithStorage(c.dtype, [&](auto st) {                         \
+      RunBackward<VectorBytes(#Suffix)>(st, c, begin, end);                  \
+    });                                                                      \
+  }
+
+TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ATTENTION_VARIANT)
+#undef TF_OPS_ATTENTION_VARIANT
+
+void Forward(const ForwardCall& c, int64_t begin, int64_t end) {
+  TF_OPS_CPU_ISA_DISPATCH(Forward, c, begin, end)
+}
+
+void Backward(const BackwardCall& c, int64_t begin, int64_t end) {
+  TF_OPS_CPU_ISA_DISPATCH(Backward, c, begin, end)
+}
+
+// Rough cycles of one unit of work, for the pool's shard sizes.
+int64_t TileCost(const AttentionParams& p, int64_t rows) {
+  return std::max<int64_t>(
+      1000, rows * p.kv_len * (p.head_dim + p.value_dim) / 8);
+}
+
+template <typename C>
+void PackAll(Dtype dtype, const AttentionParams& p, const Panels<C>& panels,
+             const void* k, const void* v, const ParallelFor& parallel_for) {
+  parallel_for(p.batch * p.kv_heads,
+               p.kv_len * (p.head_dim + p.value_dim) * 4,
+               [&](int64_t begin, int64_t end) {
+                 cpu_storage::WithStorage(dtype, [&](auto st) {
+                   using St = decltype(st);
+                   using Stored = typename St::Stored;
+                   if constexpr (std::is_same_v<typename Engine<St>::C, C>) {
+                     for (int64_t u = begin; u < end; ++u) {
+                       Engine<St>{p}.Pack(panels,
+                                          static_cast<const Stored*>(k),
+                                          static_cast<const Stored*>(v), u);
+                     }
+                   }
+                 });
+               });
+}
+
+template <typename C>
+void ForwardIn(Dtype dtype, const AttentionParams& p, const void* q,
+               const void* k, const void* v, void* out, void* lse,
+               const ParallelFor& parallel_for) {
+  Panels<C> panels{p.kv_len, p.head_dim, p.value_dim, nullptr,
+                   false, true, false};
+  auto storage = Buffer<C>(p.batch * p.kv_heads * panels.Stride());
+  panels.base = storage.get();
+  PackAll<C>(dtype, p, panels, k, v, parallel_for);
+  const int64_t blocks = (p.q_len + kQueryBlock - 1) / kQueryBlock;
+  ForwardCall call{dtype, &p, &panels, q, out, lse};
+  parallel_for(p.batch * p.heads * blocks,
+               TileCost(p, std::min(kQueryBlock, p.q_len)),
+               [&](int64_t begin, int64_t end) { Forward(call, begin, end); });
+}
+
+template <typename C>
+Panels<C> BackwardPanels(const AttentionParams& p, void* scratch) {
+  Panels<C> panels{p.kv_len, p.head_dim, p.value_dim, static_cast<C*>(scratch),
+                   true, false, true};
+  return panels;
+}
+
+template <typename C>
+int64_t BackwardScratchElements(const AttentionParams& p) {
+  const Panels<C> panels = BackwardPanels<C>(p, nullptr);
+  int64_t n = p.batch * p.kv_heads * panels.Stride();
+  if (p.group() > 1) {
+    n += p.batch * p.heads * p.kv_len * (p.head_dim + p.value_dim);
+  }
+  return n;
+}
+
+template <typename C>
+void BackwardIn(Dtype dtype, const AttentionParams& p, const void* q,
+                const void* k, const void* v, const void* out,
+                const void* dout, const void* lse, void* dq, void* dk,
+                void* dv, void* scratch, const ParallelFor& parallel_for) {
+  const Panels<C> panels = BackwardPanels<C>(p, scratch);
+  PackAll<C>(dtype, p, panels, k, v, parallel_for);
+  C* dk_part = nullptr;
+  C* dv_part = nullptr;
+  if (p.group() > 1) {
+    dk_part = static_cast<C*>(scratch) + p.batch * p.kv_heads * panels.Stride();
+    dv_part = dk_part + p.batch * p.heads * p.kv_len * p.head_dim;
+  }
+  BackwardCall call{dtype, &p, &panels, q, out, dout, lse,
+                    dq, dk, dv, dk_part, dv_part};
+  parallel_for(p.batch * p.heads, 3 * TileCost(p, p.q_len),
+               [&](int64_t begin, int64_t end) { Backward(call, begin, end); });
+  if (p.group() > 1) {
+    parallel_for(p.batch * p.kv_heads * p.kv_len,
+                 p.group() * (p.head_dim + p.value_dim) * 2,
+                 [&](int64_t begin, int64_t end) {
+                   cpu_storage::WithStorage(dtype, [&](auto st) {
+                     using St = decltype(st);
+                     using Stored = typename St::Stored;
+                     if constexpr (std::is_same_v<typename Engine<St>::C, C>) {
+                       Engine<St>{p}.ReduceGroups(
+                           dk_part, dv_part, static_cast<Stored*>(dk),
+                           static_cast<Stored*>(dv), begin, end);
+                     }
+                   });
+                 });
+  }
+}
+
+}  // namespace
+
+void CpuAttentionForward(Dtype dtype, const AttentionParams& p, const void* q,
+                         const void* k, const void* v, void* out, void* lse,
+                         const ParallelFor& parallel_for) {
+  if (p.batch * p.heads * p.q_len == 0) return;
+  if (dtype == Dtype::kDouble) {
+    ForwardIn<double>(dtype, p, q, k, v, out, lse, parallel_for);
+  } else {
+    ForwardIn<float>(dtype, p, q, k, v, out, lse, parallel_for);
+  }
+}
+
+int64_t CpuAttentionBackwardScratchBytes(Dtype dtype,
+                                         const AttentionParams& p) {
+  if (dtype == Dtype::kDouble) {
+    return BackwardScratchElements<double>(p) * sizeof(double);
+  }
+  return BackwardScratchElements<float>(p) * sizeof(float);
+}
+
+void CpuAttentionBackward(Dtype dtype, const AttentionParams& p, const void* q,
+                          const void* k, const void* v, const void* out,
+                          const void* dout, const void* lse, void* dq,
+                          void* dk, void* dv, void* scratch,
+                          const ParallelFor& parallel_for) {
+  if (p.batch * p.heads == 0) return;
+  if (dtype == Dtype::kDouble) {
+    BackwardIn<double>(dtype, p, q, k, v, out, dout, lse, dq, dk, dv, scratch,
+                       parallel_for);
+  } else {
+    BackwardIn<float>(dtype, p, q, k, v, out, dout, lse, dq, dk, dv, scratch,
+                      parallel_for);
+  }
+}
+
+}  // namespace attention
+}  // namespace tf_ops

@@ -1,0 +1,259 @@
+// Kernels of the attention ops (attention_ops.cc), for half, bfloat16, float
+// and double: they check the inputs (attention_checks.h, the rules the shape
+// functions and the XLA lowerings check too), allocate the outputs and hand
+// the buffers to the device's engine. Compiled twice, as the other
+// families' kernels: CPU kernels (attention_cpu.h over TensorFlow's intra-op
+// pool) into _tf_ops.so, GPU kernels (cu/attention/attention_gpu.h) into
+// _tf_ops_gpu.so.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/types.h"
+#include "tf_ops/cc/attention/attention_checks.h"
+#include "tf_ops/cc/attention/attention_cpu.h"
+#include "tf_ops/cc/core/kernel_helpers.h"
+
+// TEMPORARY until the CUDA engine is merged: no GPU kernels without it.
+#if TF_OPS_WITH_CUDA && __has_include("tf_ops/cu/attention/attention_gpu.h")
+#include "tf_ops/cu/attention/attention_gpu.h"
+#define TF_OPS_ATTENTION_KERNELS 1
+#elif TF_OPS_WITH_CUDA
+#define TF_OPS_ATTENTION_KERNELS 0
+#else
+#define TF_OPS_ATTENTION_KERNELS 1
+#endif
+#if TF_OPS_ATTENTION_KERNELS
+
+namespace tf_ops {
+namespace attention {
+namespace {
+
+using tensorflow::OpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+using tensorflow::Tensor;
+using tensorflow::TensorShape;
+
+Dims DimsOf(const TensorShape& s) {
+  Dims d;
+  for (int i = 0; i < s.dims(); ++i) d.push_back(s.dim_size(i));
+  return d;
+}
+
+// The op's attributes, read and checked once per kernel.
+struct Attrs {
+  float scale, softcap;
+  bool causal;
+  int64_t window;
+};
+
+absl::Status ReadAttrs(OpKernelConstruction* ctx, const std::string& op,
+                       Attrs* a) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("scale", &a->scale));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("softcap", &a->softcap));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("causal", &a->causal));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("window", &a->window));
+  return CheckAttrs(op, a->scale, a->softcap, a->window);
+}
+
+// The params of one call from inputs 0-4 (query, key, value, mask, bias); a
+// scalar mask that is true, and a scalar bias, are no mask and no bias.
+absl::Status ParamsOf(OpKernelContext* ctx, const std::string& op,
+                      const Attrs& a, AttentionParams* p) {
+  const Tensor& mask = ctx->input(3);
+  const Tensor& bias = ctx->input(4);
+  TF_RETURN_IF_ERROR(CheckAttention(
+      op, DimsOf(ctx->input(0).shape()), DimsOf(ctx->input(1).shape()),
+      DimsOf(ctx->input(2).shape()), DimsOf(mask.shape()),
+      DimsOf(bias.shape()), p));
+  p->scale = a.scale;
+  p->softcap = a.softcap;
+  p->causal = a.causal;
+  p->window = a.window;
+  const bool no_mask = mask.dims() == 0 && mask.scalar<bool>()();
+  p->mask.data = no_mask ? nullptr : mask.tensor_data().data();
+  p->bias.data = bias.dims() == 0 ? nullptr : bias.tensor_data().data();
+  return absl::OkStatus();
+}
+
+ParallelFor PoolOf(OpKernelContext* ctx) {
+  return [ctx](int64_t total, int64_t cost,
+               const std::function<void(int64_t, int64_t)>& fn) {
+    CpuParallelFor(ctx, total, cost, fn);
+  };
+}
+
+template <typename Device>
+struct Executor;
+
+#if TF_OPS_WITH_CUDA
+template <>
+struct Executor<GpuDevice> {
+  static absl::Status Forward(OpKernelContext* ctx, const std::string& op,
+                              Dtype dtype, const AttentionParams& p,
+                              const void* q, const void* k, const void* v,
+                              void* out, void* lse) {
+    return LaunchStatus(op, LaunchAttentionForward(dtype, p, q, k, v, out, lse,
+                                                   GpuStream(ctx)));
+  }
+  static absl::Status Backward(OpKernelContext* ctx, const std::string& op,
+                               Dtype dtype, const AttentionParams& p,
+                               const void* q, const void* k, const void* v,
+                               const void* out, const void* dout,
+                               const void* lse, void* dq, void* dk,
+                               void* dv) {
+    Tensor holder;
+    TF_ASSIGN_OR_RETURN(
+        void* scratch,
+        AllocateScratch(ctx, AttentionGpuBackwardScratchBytes(dtype, p),
+                        &holder));
+    return LaunchStatus(
+        op, LaunchAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk,
+                                    dv, scratch, GpuStream(ctx)));
+  }
+};
+#else
+template <>
+struct Executor<CpuDevice> {
+  static absl::Status Forward(OpKernelContext* ctx, const std::string&,
+                              Dtype dtype, const AttentionParams& p,
+                              const void* q, const void* k, const void* v,
+                              void* out, void* lse) {
+    CpuAttentionForward(dtype, p, q, k, v, out, lse, PoolOf(ctx));
+    return absl::OkStatus();
+  }
+  static absl::Status Backward(OpKernelContext* ctx, const std::string&,
+                               Dtype dtype, const AttentionParams& p,
+                               const void* q, const void* k, const void* v,
+                               const void* out, const void* dout,
+                               const void* lse, void* dq, void* dk,
+                               void* dv) {
+    Tensor holder;
+    TF_ASSIGN_OR_RETURN(
+        void* scratch,
+        AllocateScratch(ctx, CpuAttentionBackwardScratchBytes(dtype, p),
+                        &holder));
+    CpuAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk, dv,
+                         scratch, PoolOf(ctx));
+    return absl::OkStatus();
+  }
+};
+#endif  // TF_OPS_WITH_CUDA
+
+template <typename Device, typename T>
+class AttentionOp : public OpKernel {
+ public:
+  explicit AttentionOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, kOp, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    AttentionParams p;
+    OP_REQUIRES_OK(ctx, ParamsOf(ctx, kOp, attrs_, &p));
+    Tensor* out = nullptr;
+    Tensor* lse = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, TensorShape({p.batch, p.q_len, p.heads,
+                                            p.value_dim}),
+                            &out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            1, TensorShape({p.batch, p.heads, p.q_len}),
+                            &lse));
+    if (out->NumElements() == 0) return;
+    OP_REQUIRES_OK(
+        ctx, Executor<Device>::Forward(
+                 ctx, kOp, DtypeOf<T>(), p, ctx->input(0).tensor_data().data(),
+                 ctx->input(1).tensor_data().data(),
+                 ctx->input(2).tensor_data().data(),
+                 const_cast<char*>(out->tensor_data().data()),
+                 const_cast<char*>(lse->tensor_data().data())));
+  }
+
+ private:
+  static constexpr const char* kOp = "TfOps>Attention";
+  Attrs attrs_;
+};
+
+template <typename Device, typename T>
+class AttentionGradOp : public OpKernel {
+ public:
+  explicit AttentionGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, kOp, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    AttentionParams p;
+    OP_REQUIRES_OK(ctx, ParamsOf(ctx, kOp, attrs_, &p));
+    const TensorShape out_shape({p.batch, p.q_len, p.heads, p.value_dim});
+    OP_REQUIRES_OK(ctx, RequireSameShape(kOp, "output", ctx->input(5).shape(),
+                                         "the attention's output", out_shape));
+    OP_REQUIRES_OK(ctx, RequireSameShape(kOp, "doutput",
+                                         ctx->input(7).shape(), "output",
+                                         out_shape));
+    OP_REQUIRES_OK(ctx, RequireSameShape(
+                            kOp, "lse", ctx->input(6).shape(),
+                            "[batch, heads, T]",
+                            TensorShape({p.batch, p.heads, p.q_len})));
+    Tensor* grads[3];
+    for (int i = 0; i < 3; ++i) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i).shape(),
+                                               &grads[i]));
+    }
+    if (p.batch == 0) return;  // every gradient is empty
+    auto data = [&](int i) { return ctx->input(i).tensor_data().data(); };
+    auto out = [&](int i) {
+      return const_cast<char*>(grads[i]->tensor_data().data());
+    };
+    OP_REQUIRES_OK(ctx, Executor<Device>::Backward(
+                            ctx, kOp, DtypeOf<T>(), p, data(0), data(1),
+                            data(2), data(5), data(7), data(6), out(0), out(1),
+                            out(2)));
+  }
+
+ private:
+  static constexpr const char* kOp = "TfOps>AttentionGrad";
+  Attrs attrs_;
+};
+
+}  // namespace
+
+using tensorflow::DEVICE_CPU;
+using tensorflow::DEVICE_GPU;
+using tensorflow::register_kernel::Name;
+
+// The lse input/output is float, double for double (attribute L).
+#define TF_OPS_REGISTER_ATTENTION(DEV, TAG, T, L)                           \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>Attention")                           \
+                              .Device(DEV)                                  \
+                              .TypeConstraint<T>("T")                       \
+                              .TypeConstraint<L>("L"),                      \
+                          AttentionOp<TAG, T>);                             \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>AttentionGrad")                       \
+                              .Device(DEV)                                  \
+                              .TypeConstraint<T>("T")                       \
+                              .TypeConstraint<L>("L"),                      \
+                          AttentionGradOp<TAG, T>);
+
+#if TF_OPS_WITH_CUDA
+#define TF_OPS_ATTENTION_DEVICE DEVICE_GPU, GpuDevice
+#else
+#define TF_OPS_ATTENTION_DEVICE DEVICE_CPU, CpuDevice
+#endif
+#define TF_OPS_REGISTER_ATTENTION_EXPAND(...) \
+  TF_OPS_REGISTER_ATTENTION(__VA_ARGS__)
+TF_OPS_REGISTER_ATTENTION_EXPAND(TF_OPS_ATTENTION_DEVICE, Eigen::half, float)
+TF_OPS_REGISTER_ATTENTION_EXPAND(TF_OPS_ATTENTION_DEVICE, Eigen::bfloat16,
+                                 float)
+TF_OPS_REGISTER_ATTENTION_EXPAND(TF_OPS_ATTENTION_DEVICE, float, float)
+TF_OPS_REGISTER_ATTENTION_EXPAND(TF_OPS_ATTENTION_DEVICE, double, double)
+
+}  // namespace attention
+}  // namespace tf_ops
+#endif  // TF_OPS_ATTENTION_KERNELS
