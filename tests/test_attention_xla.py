@@ -2,7 +2,8 @@
 custom calls into the CPU engine (XLA FFI, platform "Host"), and to the composite where
 no handler is used (forced here with TF_OPS_XLA_CUSTOM_CALLS=0).
 
-Forward and gradients against a float64 reference for every dtype and the attribute
+Forward and gradients (the grad op) bit-identical to the non-jit op through the custom
+calls, and against a float64 reference on both paths, for every dtype and the attribute
 variants (grouped heads, causal with T != S, a broadcast mask with fully masked rows,
 bias, window, soft cap); that the compiled HLO holds the custom calls and no
 [batch, heads, T, S] array; bad input raising InvalidArgumentError under jit; and that
@@ -157,6 +158,15 @@ def test_jit_forward_and_gradients_match_float64_reference(case, dtype, path):
     args += [tf.constant(mask), tf.constant(bias, dtype)]
     out, lse = tf.function(forward, jit_compile=True)(*args)
     dq, dk, dv = tf.function(backward, jit_compile=True)(*args, tf.constant(dout, dtype))
+    # The non-jit op (the TF kernels over the same engine).
+    eager = [*forward(*args), *backward(*args, tf.constant(dout, dtype))]
+    jitted = [out, lse, dq, dk, dv]
+    if path == "custom_call":
+        # The same engine, whose results do not depend on the threads: the same bits.
+        for name, got, want in zip(("output", "lse", "dquery", "dkey", "dvalue"), jitted,
+                                   eager):
+            np.testing.assert_array_equal(tf.cast(got, tf.float64).numpy(),
+                                          tf.cast(want, tf.float64).numpy(), err_msg=name)
     ref_out, ref_lse = _reference(q, k, v, mask, bias, **attrs)
     ref_grads = _reference_grads(q, k, v, mask, bias, dout, **attrs)
     assert out.dtype == dtype and lse.dtype == (tf.float64 if dtype == tf.float64

@@ -32,11 +32,19 @@
 #include "tf_ops/cc/core/xla_ffi.h"
 #include "xla/ffi/api/ffi.h"
 
-#if TF_OPS_WITH_CUDA
+// TEMPORARY until the CUDA engine is merged (as attention_kernels.cc): no
+// CUDA handlers without it; the lowering then finds none and builds the
+// composite on the GPU.
+#if TF_OPS_WITH_CUDA && __has_include("tf_ops/cu/attention/attention_gpu.h")
 #include "tf_ops/cu/attention/attention_gpu.h"
+#define TF_OPS_ATTENTION_HANDLERS 1
+#elif TF_OPS_WITH_CUDA
+#define TF_OPS_ATTENTION_HANDLERS 0
 #else
 #include "tf_ops/cc/attention/attention_cpu.h"
+#define TF_OPS_ATTENTION_HANDLERS 1
 #endif
+#if TF_OPS_ATTENTION_HANDLERS
 
 namespace tf_ops {
 namespace attention {
@@ -253,3 +261,5 @@ TF_OPS_REGISTER_XLA_FFI_HANDLER(kAttentionBackwardTarget, kPlatform,
 }  // namespace
 }  // namespace attention
 }  // namespace tf_ops
+
+#endif  // TF_OPS_ATTENTION_HANDLERS
