@@ -1,0 +1,256 @@
+// The XLA FFI handlers of the attention family: what the custom calls that
+// attention_xla.cc emits under jit_compile run. Compiled once per library,
+// like the kernels: into _tf_ops.so (TF_OPS_WITH_CUDA=0) as the "Host"
+// handlers over the CPU engine (attention_cpu.h), and into _tf_ops_gpu.so
+// (TF_OPS_WITH_CUDA=1) as the "CUDA" handlers over the CUDA engine. Each is
+// registered in XLA's FFI registry when its library is loaded
+// (core/xla_ffi.h; core/xla_custom_call.h says how the lowering finds it).
+//
+// The calls (targets kAttentionForwardTarget, kAttentionBackwardTarget):
+//   forward:  (query, key, value, mask, bias) -> (output, lse)
+//   backward: (query, key, value, mask, bias, output, lse, doutput)
+//             -> (dquery, dkey, dvalue, scratch)
+// with the attributes scale, softcap (f32), causal (bool), window (i64).
+// scratch is a u8 result of CpuAttentionBackwardScratchBytes + 64 bytes on
+// the Host (XLA:CPU gives a custom call no allocator; as a result, XLA's
+// buffer assignment reuses it like any temporary); the CUDA handler takes
+// its scratch from the FFI's allocator and its scratch result is empty.
+// The shapes were checked when lowering; the handlers check them again with
+// the same rules (attention_checks.h), as they rebuild the AttentionParams
+// from the buffers' dimensions.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "tf_ops/cc/attention/attention_checks.h"
+#include "tf_ops/cc/attention/attention_ffi.h"
+#include "tf_ops/cc/attention/attention_params.h"
+#include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/core/xla_ffi.h"
+#include "xla/ffi/api/ffi.h"
+
+#if TF_OPS_WITH_CUDA
+#include "tf_ops/cu/attention/attention_gpu.h"
+#else
+#include "tf_ops/cc/attention/attention_cpu.h"
+#endif
+
+namespace tf_ops {
+namespace attention {
+namespace {
+
+namespace ffi = xla::ffi;
+
+Dims DimsOf(const ffi::AnyBuffer& b) {
+  const auto d = b.dimensions();
+  return Dims(d.begin(), d.end());
+}
+
+// The AttentionParams of a call (sizes, strides, attributes and the mask's
+// and bias's data), and the inputs' Dtype.
+ffi::Error MakeParams(const std::string& op, const ffi::AnyBuffer& q,
+                      const ffi::AnyBuffer& k, const ffi::AnyBuffer& v,
+                      const ffi::AnyBuffer& mask, const ffi::AnyBuffer& bias,
+                      float scale, float softcap, bool causal, int64_t window,
+                      AttentionParams* p, Dtype* dtype) {
+  absl::Status status = CheckAttrs(op, scale, softcap, window);
+  if (status.ok()) {
+    status = CheckAttention(op, DimsOf(q), DimsOf(k), DimsOf(v),
+                            DimsOf(mask), DimsOf(bias), p);
+  }
+  if (!status.ok()) return ffi::Error::InvalidArgument(
+      std::string(status.message()));
+  if (!FfiDtype(q.element_type(), dtype)) {
+    return ffi::Error::InvalidArgument(op + ": unsupported dtype");
+  }
+  p->scale = scale;
+  p->softcap = softcap;
+  p->causal = causal;
+  p->window = window;
+  // A rank-0 bias is none (the op's contract); a rank-0 true mask keeps
+  // every key, which the engine then need not read.
+  p->bias.data = bias.dimensions().size() == 0 ? nullptr : bias.untyped_data();
+  p->mask.data = mask.untyped_data();
+#if !TF_OPS_WITH_CUDA
+  if (mask.dimensions().size() == 0 &&
+      *static_cast<const bool*>(mask.untyped_data())) {
+    p->mask.data = nullptr;
+  }
+#endif
+  return ffi::Error::Success();
+}
+
+// The bindings' common part: the buffers and attributes, in the order of the
+// handlers' parameters; each platform appends its context.
+auto ForwardBinding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()  // query
+      .Arg<ffi::AnyBuffer>()  // key
+      .Arg<ffi::AnyBuffer>()  // value
+      .Arg<ffi::AnyBuffer>()  // mask
+      .Arg<ffi::AnyBuffer>()  // bias
+      .Ret<ffi::AnyBuffer>()  // output
+      .Ret<ffi::AnyBuffer>()  // lse
+      .Attr<float>("scale")
+      .Attr<float>("softcap")
+      .Attr<bool>("causal")
+      .Attr<int64_t>("window");
+}
+
+auto BackwardBinding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()  // query
+      .Arg<ffi::AnyBuffer>()  // key
+      .Arg<ffi::AnyBuffer>()  // value
+      .Arg<ffi::AnyBuffer>()  // mask
+      .Arg<ffi::AnyBuffer>()  // bias
+      .Arg<ffi::AnyBuffer>()  // output
+      .Arg<ffi::AnyBuffer>()  // lse
+      .Arg<ffi::AnyBuffer>()  // doutput
+      .Ret<ffi::AnyBuffer>()  // dquery
+      .Ret<ffi::AnyBuffer>()  // dkey
+      .Ret<ffi::AnyBuffer>()  // dvalue
+      .Ret<ffi::AnyBuffer>()  // scratch (Host), empty (CUDA)
+      .Attr<float>("scale")
+      .Attr<float>("softcap")
+      .Attr<bool>("causal")
+      .Attr<int64_t>("window");
+}
+
+#if TF_OPS_WITH_CUDA
+
+ffi::Error LaunchError(const char* error) {
+  return error == nullptr ? ffi::Error::Success()
+                          : ffi::Error::Internal(error);
+}
+
+ffi::Error ForwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
+                       ffi::AnyBuffer mask, ffi::AnyBuffer bias,
+                       ffi::Result<ffi::AnyBuffer> out,
+                       ffi::Result<ffi::AnyBuffer> lse, float scale,
+                       float softcap, bool causal, int64_t window,
+                       void* stream) {
+  AttentionParams p;
+  Dtype dtype;
+  ffi::Error error = MakeParams("TfOps>Attention", q, k, v, mask, bias, scale,
+                                softcap, causal, window, &p, &dtype);
+  if (error.failure()) return error;
+  return LaunchError(LaunchAttentionForward(
+      dtype, p, q.untyped_data(), k.untyped_data(), v.untyped_data(),
+      out->untyped_data(), lse->untyped_data(), stream));
+}
+
+ffi::Error BackwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
+                        ffi::AnyBuffer mask, ffi::AnyBuffer bias,
+                        ffi::AnyBuffer out, ffi::AnyBuffer lse,
+                        ffi::AnyBuffer dout, ffi::Result<ffi::AnyBuffer> dq,
+                        ffi::Result<ffi::AnyBuffer> dk,
+                        ffi::Result<ffi::AnyBuffer> dv,
+                        ffi::Result<ffi::AnyBuffer> /*scratch*/, float scale,
+                        float softcap, bool causal, int64_t window,
+                        void* stream, ffi::ScratchAllocator allocator) {
+  AttentionParams p;
+  Dtype dtype;
+  ffi::Error error = MakeParams("TfOps>AttentionGrad", q, k, v, mask, bias,
+                                scale, softcap, causal, window, &p, &dtype);
+  if (error.failure()) return error;
+  const int64_t bytes = AttentionGpuBackwardScratchBytes(dtype, p);
+  void* scratch = nullptr;
+  if (bytes > 0) {
+    std::optional<void*> allocated = allocator.Allocate(bytes, 256);
+    if (!allocated.has_value()) {
+      return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                        "TfOps>AttentionGrad: cannot allocate the scratch");
+    }
+    scratch = *allocated;
+  }
+  return LaunchError(LaunchAttentionBackward(
+      dtype, p, q.untyped_data(), k.untyped_data(), v.untyped_data(),
+      out.untyped_data(), dout.untyped_data(), lse.untyped_data(),
+      dq->untyped_data(), dk->untyped_data(), dv->untyped_data(), scratch,
+      stream));
+}
+
+XLA_FFI_DEFINE_HANDLER(kForward, ForwardCuda,
+                       ForwardBinding().Ctx<ffi::PlatformStream<void*>>());
+XLA_FFI_DEFINE_HANDLER(kBackward, BackwardCuda,
+                       BackwardBinding()
+                           .Ctx<ffi::PlatformStream<void*>>()
+                           .Ctx<ffi::ScratchAllocator>());
+constexpr char kPlatform[] = "CUDA";
+
+#else  // !TF_OPS_WITH_CUDA
+
+ParallelFor PoolOf(ffi::ThreadPool& pool) {
+  return [&pool](int64_t total, int64_t cost,
+                 const std::function<void(int64_t, int64_t)>& fn) {
+    XlaFfiParallelFor(pool, total, cost, fn);
+  };
+}
+
+ffi::Error ForwardHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
+                       ffi::AnyBuffer mask, ffi::AnyBuffer bias,
+                       ffi::Result<ffi::AnyBuffer> out,
+                       ffi::Result<ffi::AnyBuffer> lse, float scale,
+                       float softcap, bool causal, int64_t window,
+                       ffi::ThreadPool pool) {
+  AttentionParams p;
+  Dtype dtype;
+  ffi::Error error = MakeParams("TfOps>Attention", q, k, v, mask, bias, scale,
+                                softcap, causal, window, &p, &dtype);
+  if (error.failure()) return error;
+  CpuAttentionForward(dtype, p, q.untyped_data(), k.untyped_data(),
+                      v.untyped_data(), out->untyped_data(),
+                      lse->untyped_data(), PoolOf(pool));
+  return ffi::Error::Success();
+}
+
+ffi::Error BackwardHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
+                        ffi::AnyBuffer mask, ffi::AnyBuffer bias,
+                        ffi::AnyBuffer out, ffi::AnyBuffer lse,
+                        ffi::AnyBuffer dout, ffi::Result<ffi::AnyBuffer> dq,
+                        ffi::Result<ffi::AnyBuffer> dk,
+                        ffi::Result<ffi::AnyBuffer> dv,
+                        ffi::Result<ffi::AnyBuffer> scratch, float scale,
+                        float softcap, bool causal, int64_t window,
+                        ffi::ThreadPool pool) {
+  AttentionParams p;
+  Dtype dtype;
+  ffi::Error error = MakeParams("TfOps>AttentionGrad", q, k, v, mask, bias,
+                                scale, softcap, causal, window, &p, &dtype);
+  if (error.failure()) return error;
+  const int64_t bytes = CpuAttentionBackwardScratchBytes(dtype, p);
+  if (static_cast<int64_t>(scratch->size_bytes()) < bytes + kScratchAlign) {
+    return ffi::Error::InvalidArgument(
+        "TfOps>AttentionGrad: the scratch result is too small");
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch->untyped_data());
+  void* aligned = reinterpret_cast<void*>((base + kScratchAlign - 1) &
+                                          ~uintptr_t{kScratchAlign - 1});
+  CpuAttentionBackward(dtype, p, q.untyped_data(), k.untyped_data(),
+                       v.untyped_data(), out.untyped_data(),
+                       dout.untyped_data(), lse.untyped_data(),
+                       dq->untyped_data(), dk->untyped_data(),
+                       dv->untyped_data(), aligned, PoolOf(pool));
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kForward, ForwardHost,
+                       ForwardBinding().Ctx<ffi::ThreadPool>());
+XLA_FFI_DEFINE_HANDLER(kBackward, BackwardHost,
+                       BackwardBinding().Ctx<ffi::ThreadPool>());
+constexpr char kPlatform[] = "Host";
+
+#endif  // TF_OPS_WITH_CUDA
+
+TF_OPS_REGISTER_XLA_FFI_HANDLER(kAttentionForwardTarget, kPlatform, kForward);
+TF_OPS_REGISTER_XLA_FFI_HANDLER(kAttentionBackwardTarget, kPlatform,
+                                kBackward);
+
+}  // namespace
+}  // namespace attention
+}  // namespace tf_ops
+

@@ -1,0 +1,141 @@
+// The handler side of an XLA custom call into one of our engines (the
+// lowering side, and how the two meet, is xla_custom_call.h): registration of
+// XLA FFI handlers from a loaded op library, the engines' Dtype of an FFI
+// buffer, and a ParallelFor over the intra-op thread pool XLA:CPU hands a
+// handler. Uses XLA's external FFI API (xla/ffi/api/ffi.h) only: it is what
+// the wheel ships complete, and it cannot share a translation unit with XLA's
+// internal xla/ffi/ffi.h (both are namespace xla::ffi), which nothing of ours
+// includes.
+
+#ifndef TF_OPS_CC_CORE_XLA_FFI_H_
+#define TF_OPS_CC_CORE_XLA_FFI_H_
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string_view>
+
+#include "tf_ops/cc/core/dtype.h"
+#include "xla/ffi/api/c_api.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace tf_ops {
+
+// Registers `handler` (an XLA_FFI_Handler*, e.g. from XLA_FFI_DEFINE_HANDLER)
+// as `name` on `platform` ("Host" or "CUDA") in XLA's process-wide FFI
+// registry, which XLA_FFI_GetApi (libtensorflow_framework.so.2) reaches.
+// Called by a static initialiser, i.e. when the library is loaded; a failure
+// (a second library registering the same name with another handler) is
+// printed and leaves the first registration, so the lowering still finds one
+// and calls it.
+inline bool RegisterXlaFfiHandler(std::string_view name,
+                                  std::string_view platform,
+                                  XLA_FFI_Handler* handler) {
+  const XLA_FFI_Api* api = XLA_FFI_GetApi();
+  XLA_FFI_Error* error =
+      xla::ffi::Ffi::RegisterStaticHandler(api, name, platform, handler);
+  if (error == nullptr) return true;
+  XLA_FFI_Error_GetMessage_Args args;
+  args.struct_size = XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE;
+  args.extension_start = nullptr;
+  args.error = error;
+  api->XLA_FFI_Error_GetMessage(&args);
+  std::fprintf(stderr, "tf_ops: cannot register XLA FFI handler %.*s on %.*s: %s\n",
+               static_cast<int>(name.size()), name.data(),
+               static_cast<int>(platform.size()), platform.data(),
+               args.message);
+  XLA_FFI_Error_Destroy_Args destroy;
+  destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+  destroy.extension_start = nullptr;
+  destroy.error = error;
+  api->XLA_FFI_Error_Destroy(&destroy);
+  return false;
+}
+
+#define TF_OPS_REGISTER_XLA_FFI_HANDLER(name, platform, handler) \
+  TF_OPS_REGISTER_XLA_FFI_HANDLER_(name, platform, handler, __COUNTER__)
+#define TF_OPS_REGISTER_XLA_FFI_HANDLER_(name, platform, handler, n) \
+  TF_OPS_REGISTER_XLA_FFI_HANDLER__(name, platform, handler, n)
+#define TF_OPS_REGISTER_XLA_FFI_HANDLER__(name, platform, handler, n) \
+  [[maybe_unused]] static const bool tf_ops_xla_ffi_registered_##n =  \
+      ::tf_ops::RegisterXlaFfiHandler(name, platform, handler)
+
+// The engines' Dtype of an FFI buffer's element type; false for any other.
+inline bool FfiDtype(xla::ffi::DataType type, Dtype* dtype) {
+  switch (type) {
+    case xla::ffi::DataType::F16:
+      *dtype = Dtype::kHalf;
+      return true;
+    case xla::ffi::DataType::BF16:
+      *dtype = Dtype::kBFloat16;
+      return true;
+    case xla::ffi::DataType::F32:
+      *dtype = Dtype::kFloat;
+      return true;
+    case xla::ffi::DataType::F64:
+      *dtype = Dtype::kDouble;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// fn(begin, end) over [0, total) on XLA:CPU's intra-op pool (the one
+// TensorFlow's CPU device runs its ops on, which TF's XLA launch hands to
+// the executable), or serially where there is none. Shards are at least
+// ~100k cycles by `cost_per_unit` and at most 4 per thread. The calling
+// thread works on shards too and waits only for shards already taken, so it
+// never waits on a task the pool has not started (the handler may itself run
+// on a pool thread); a task that starts after every shard is taken returns at
+// once, touching only the shared state it owns a reference to.
+inline void XlaFfiParallelFor(
+    xla::ffi::ThreadPool& pool, int64_t total, int64_t cost_per_unit,
+    const std::function<void(int64_t, int64_t)>& fn) {
+  if (total <= 0) return;
+  constexpr int64_t kMinShardCost = 100000;
+  const int64_t threads = pool.num_threads();
+  const int64_t by_cost = std::max<int64_t>(
+      1, total * std::max<int64_t>(cost_per_unit, 1) / kMinShardCost);
+  const int64_t wanted =
+      std::min({total, by_cost, std::max<int64_t>(threads, 1) * 4});
+  const int64_t block = (total + wanted - 1) / wanted;
+  const int64_t shards = (total + block - 1) / block;  // none empty
+  if (threads <= 1 || shards <= 1) {
+    fn(0, total);
+    return;
+  }
+  struct State {
+    std::atomic<int64_t> next{0};
+    int64_t done = 0;
+    std::mutex mu;
+    std::condition_variable cv;
+  };
+  auto state = std::make_shared<State>();
+  const std::function<void(int64_t, int64_t)>* body = &fn;
+  auto work = [state, body, shards, block, total] {
+    for (;;) {
+      const int64_t i = state->next.fetch_add(1);
+      if (i >= shards) return;
+      (*body)(i * block, std::min(total, (i + 1) * block));
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (++state->done == shards) state->cv.notify_all();
+    }
+  };
+  const int64_t helpers = std::min(threads, shards) - 1;
+  for (int64_t i = 0; i < helpers; ++i) {
+    auto task = work;
+    pool.Schedule(std::move(task));
+  }
+  work();
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->cv.wait(lock, [&] { return state->done == shards; });
+}
+
+}  // namespace tf_ops
+
+#endif  // TF_OPS_CC_CORE_XLA_FFI_H_
