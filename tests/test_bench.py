@@ -128,6 +128,8 @@ def test_every_forward_op_has_a_benchmark_case():
     plain_ops -= batch_norm_bench.BENCHED_OPS
     from tf_ops.bench import rotary as rotary_bench  # the rotary embedding
     plain_ops -= rotary_bench.BENCHED_OPS
+    from tf_ops.bench import group_norm as group_norm_bench  # group norm + activation
+    plain_ops -= group_norm_bench.BENCHED_OPS
     assert plain_ops <= set(CASES), f"no benchmark case for {plain_ops - set(CASES)}"
 
 

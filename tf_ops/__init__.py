@@ -36,6 +36,8 @@ from tf_ops.python.batch_norm import gradients as _batch_norm_gradients  # noqa:
 from tf_ops.python.batch_norm.functions import FUNCTIONS as _BATCH_NORM_FUNCTIONS
 from tf_ops.python.rotary import gradients as _rotary_gradients  # noqa: F401
 from tf_ops.python.rotary.functions import FUNCTIONS as _ROTARY_FUNCTIONS
+from tf_ops.python.group_norm import gradients as _group_norm_gradients  # noqa: F401
+from tf_ops.python.group_norm.functions import FUNCTIONS as _GROUP_NORM_FUNCTIONS
 from tf_ops.python.core.cpu_info import active_cpu_isa
 from tf_ops.python.core.gpu import GpuFallbackWarning, GpuStatus
 from tf_ops.python.core.library import BuildInfo, build_info, gpu_status, library_path, load_library
@@ -48,6 +50,7 @@ globals().update(_NORM_FUNCTIONS)  # layer_norm, rms_norm
 globals().update(_SOFTMAX_FUNCTIONS)
 globals().update(_BATCH_NORM_FUNCTIONS)
 globals().update(_ROTARY_FUNCTIONS)  # rotary_embedding, rotary_embedding_grad
+globals().update(_GROUP_NORM_FUNCTIONS)  # group_norm
 
 __all__ = sorted(
     [
@@ -61,6 +64,7 @@ __all__ = sorted(
         "losses",
         *_BATCH_NORM_FUNCTIONS,
         *_ROTARY_FUNCTIONS,
+        *_GROUP_NORM_FUNCTIONS,
         "BuildInfo",
         "GpuFallbackWarning",
         "GpuStatus",

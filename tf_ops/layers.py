@@ -18,6 +18,7 @@ from tf_ops.python.activation.layers import LAYERS
 from tf_ops.python.batch_norm.layers import LAYERS as BATCH_NORM_LAYERS
 from tf_ops.python.norm.layers import NORM_LAYERS
 from tf_ops.python.rotary.layers import LAYERS as ROTARY_LAYERS
+from tf_ops.python.group_norm.layers import LAYERS as GROUP_NORM_LAYERS
 from tf_ops.python.softmax.layers import LAYERS as SOFTMAX_LAYERS
 
 globals().update(LAYERS)
@@ -26,5 +27,6 @@ globals().update(BATCH_NORM_LAYERS)  # BatchNormalization (+ activation) fused
 globals().update(NORM_LAYERS)  # LayerNormalization, RMSNormalization
 globals().update(SOFTMAX_LAYERS)  # Softmax: masked, scaled, fused
 globals().update(ROTARY_LAYERS)  # RotaryEmbedding: keras-hub's, fused
+globals().update(GROUP_NORM_LAYERS)  # GroupNormalization (+ activation) fused
 __all__ = sorted([*LAYERS, *DENSE_LAYERS, *BATCH_NORM_LAYERS, *NORM_LAYERS, *SOFTMAX_LAYERS,
-                  *ROTARY_LAYERS])
+                  *ROTARY_LAYERS, *GROUP_NORM_LAYERS])
