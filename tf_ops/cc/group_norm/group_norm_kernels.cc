@@ -43,6 +43,7 @@ std::vector<int64_t> DimsOf(const TensorShape& s) {
   return dims;
 }
 
+#if !TF_OPS_WITH_CUDA
 int ActivationCycles(const BatchNormActivation& act) {
   int cycles = 1;
   VisitActivation(act, [&](const auto& op) {
@@ -50,6 +51,7 @@ int ActivationCycles(const BatchNormActivation& act) {
   });
   return cycles;
 }
+#endif
 
 template <typename Device, typename T, bool kGrad>
 class GroupNormOp : public OpKernel {
@@ -86,11 +88,14 @@ class GroupNormOp : public OpKernel {
     io.x = x.flat<T>().data();
     io.gamma = scale.flat<U>().data();
     io.beta = offset.flat<U>().data();
+#if !TF_OPS_WITH_CUDA
     const GroupNormTiling tiling = MakeGroupNormTiling(shape);
-    const int64_t cost = tiling.cycles_per_unit(ActivationCycles(attrs_.activation));
+    const int64_t cost =
+        tiling.cycles_per_unit(ActivationCycles(attrs_.activation));
+    Tensor partials_holder;
+#endif
     const Dtype dtype = DtypeOf<T>();
     const BatchNormActivation& act = attrs_.activation;
-    Tensor partials_holder;
     Tensor* out = nullptr;
     if (!kGrad) {
       OP_REQUIRES_OK(ctx, ReuseOrAllocateOutput<Device>(ctx, {0}, 0,
