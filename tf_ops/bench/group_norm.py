@@ -5,7 +5,7 @@ at keras-hub's VAE shapes (Stable Diffusion 3 / Flux ResNet blocks, 32 groups), 
 and bfloat16 (mixed precision: the layers' compute dtype, inputs in bfloat16).
 
   python -m tf_ops.bench.group_norm [--budget-s 4] [--dtypes float32 bfloat16]
-                                    [--cases vae_128 vae_64]
+                                    [--cases vae_128 vae_64] [--vae]
 
 Candidates, timed in the same interleaved rounds (timing.py): tf_ops in ``tf.function``,
 Keras in ``tf.function`` (reshape, cast, moments, scale and shift, reshape, then SiLU:
@@ -13,6 +13,11 @@ about a dozen kernels forward and twenty backward) and Keras under ``jit_compile
 backward is the vector-Jacobian product with a fixed upstream gradient. Ratios are the
 reference's time over tf_ops's (> 1: tf_ops is faster). Targets (issue 43): >= 3x Keras
 graph, >= 1.3x Keras XLA.
+
+``--vae``: keras-hub's ``VAEBackbone`` (a small config: two stages of 64 and 128
+filters, one ResNet block each, random weights) on a [2, 64, 64, 3] batch, a train step
+(reconstruction loss, SGD) and a predict pass, stock against ``tf_ops.patch_keras()``
+(the same weights), interleaved. The issue asks >= 1.3x.
 """
 
 from __future__ import annotations
@@ -79,14 +84,57 @@ def bench_layers(cases, dtypes, budget_s: float) -> list[dict]:
     return rows
 
 
+def bench_vae(budget_s: float) -> dict:
+    """keras-hub's VAE, stock vs patched: train step and predict speed-ups."""
+    from keras_hub.src.models.vae.vae_backbone import VAEBackbone
+
+    def make():
+        keras.utils.set_random_seed(0)
+        return VAEBackbone(encoder_num_filters=[64, 128], encoder_num_blocks=[1, 1],
+                           decoder_num_filters=[128, 64], decoder_num_blocks=[1, 1],
+                           sampler_method="mode", input_channels=3, sample_channels=8,
+                           output_channels=3)
+
+    x = tf.random.normal([2, 64, 64, 3])
+    candidates = {}
+    for label in ("stock", "tf_ops"):
+        model = make()
+        model(x)
+        opt = keras.optimizers.SGD(1e-4)
+        opt.build(model.trainable_variables)
+
+        def train(model=model, opt=opt):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x, training=True) - x))
+            opt.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+            return loss
+
+        candidates[label] = tf.function(train)
+        candidates[label + "_predict"] = tf.function(lambda model=model: model(x))
+    with tf_ops.patch_keras():  # traced under the patch; they keep that trace
+        candidates["tf_ops"]()
+        candidates["tf_ops_predict"]()
+    t = {k: v.median for k, v in time_interleaved(candidates, 3, 20, budget_s).items()}
+    row = {"train_speedup": t["stock"] / t["tf_ops"],
+           "predict_speedup": t["stock_predict"] / t["tf_ops_predict"]}
+    print(f"VAE (keras-hub, small) train step stock {t['stock'] * 1e3:.1f} ms, patched "
+          f"{t['tf_ops'] * 1e3:.1f} ms ({row['train_speedup']:.2f}x); predict stock "
+          f"{t['stock_predict'] * 1e3:.1f} ms, patched {t['tf_ops_predict'] * 1e3:.1f} ms "
+          f"({row['predict_speedup']:.2f}x)", flush=True)
+    return row
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget-s", type=float, default=4.0, help="per case, all candidates")
     parser.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"])
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--vae", action="store_true", help="keras-hub's VAE, stock vs patched")
     args = parser.parse_args(argv)
     print("GroupNorm(32) + SiLU, forward + backward (y, dx, dgamma, dbeta), medians")
     bench_layers(args.cases, args.dtypes, args.budget_s)
+    if args.vae:
+        bench_vae(10 * args.budget_s)
 
 
 if __name__ == "__main__":
