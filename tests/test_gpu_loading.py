@@ -371,6 +371,12 @@ _CHILD = textwrap.dedent(r"""
                 inputs = [tf.reshape(x, [1, 5]) if a.name in ("x", "y_backprop")
                           else tf.constant(1.0) if a.name == "count" else tf.ones([5])
                           for a in op_def_registry.get(op).input_arg]
+            elif op.startswith("TfOps>GroupNorm"):  # x, dy [1, 2, 32] (32 groups, the
+                norm = True                           # default); statistics [1, 32]
+                x32 = tf.reshape(tf.tile(x, [13])[:64], [1, 2, 32])
+                inputs = [x32 if a.name in ("x", "dy") else tf.ones([1, 32])
+                          if a.name in ("mean", "rstd") else tf.ones([32])
+                          for a in op_def_registry.get(op).input_arg]
             elif op.startswith("TfOps>RotaryEmbedding"):  # x [1, 5, 2] (pairs), a start
                 norm = True
                 inputs = [tf.reshape(tf.concat([x, x], 0), [1, 5, 2]), tf.constant(3.0)]

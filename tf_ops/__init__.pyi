@@ -25,6 +25,8 @@ from tf_ops.python.batch_norm.functions import batch_norm_input_grad as batch_no
 from tf_ops.python.core.library import build_info as build_info
 from tf_ops.python.fused.functions import gated as gated
 from tf_ops.python.core.library import gpu_status as gpu_status
+from tf_ops.python.group_norm.functions import group_norm as group_norm
+from tf_ops.python.group_norm.functions import group_norm_grad as group_norm_grad
 from tf_ops.python.softmax.causal_lm import head_cross_entropy as head_cross_entropy
 from tf_ops.python.core.portable import is_portable as is_portable
 from tf_ops.python.norm.functions import layer_norm as layer_norm
@@ -96,6 +98,8 @@ __all__ = [
     'gelu_grad_grad',
     'glu',
     'gpu_status',
+    'group_norm',
+    'group_norm_grad',
     'hard_swish',
     'hard_swish_grad',
     'hard_swish_grad_grad',

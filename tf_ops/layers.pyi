@@ -16,6 +16,7 @@ from tf_ops.python.activation.layers import FusedActivation
 from tf_ops.python.batch_norm.layers import BatchNormalization as BatchNormalization
 from tf_ops.python.fused.dense import Dense as Dense
 from tf_ops.python.fused.dense import GatedDense as GatedDense
+from tf_ops.python.group_norm.layers import GroupNormalization as GroupNormalization
 from tf_ops.python.norm.layers import LayerNormalization as LayerNormalization
 from tf_ops.python.norm.layers import RMSNormalization as RMSNormalization
 from tf_ops.python.rotary.layers import RotaryEmbedding as RotaryEmbedding
@@ -28,6 +29,7 @@ __all__ = [
     'ELU',
     'GELU',
     'GatedDense',
+    'GroupNormalization',
     'HardSwish',
     'LayerNormalization',
     'LeakyReLU',

@@ -35,6 +35,7 @@
 #include "tests/gpu/norm_selftest.h"
 #include "tests/gpu/softmax_selftest.h"
 #include "tests/gpu/batch_norm_selftest.h"
+#include "tests/gpu/group_norm_selftest.h"
 #include "tests/gpu/rotary_selftest.h"
 #include "tests/gpu/attention_selftest.h"
 #include "tests/gpu/selftest_size.h"
@@ -493,6 +494,11 @@ int main(int argc, char** argv) {
     const auto t = tf_ops::batch_norm_selftest::RunAll(quick);
     passed += t.passed;
     failed += t.failed;
+  }
+  if (tf_ops::Wanted("group_norm")) {
+    const auto t = tf_ops::group_norm_selftest::RunAll(quick);
+    passed += t.first;
+    failed += t.second;
   }
   if (tf_ops::Wanted("rotary")) {
     const auto rotary = tf_ops::RunRotarySelftest(quick);

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from tf_ops.python.activation.functions import FUNCTIONS
+from tf_ops.python.group_norm.patch import fuse_after
 from tf_ops.python.patch.keras_layers import floating
 from tf_ops.python.softmax import functions as softmax_fn
 
@@ -46,7 +47,8 @@ def _activation(function: str, attrs: Callable[..., dict | None]) -> Callable:
             x = tf.convert_to_tensor(x)
             if op_attrs is None or not floating(x):
                 return original(x, *args, **kwargs)
-            return FUNCTIONS[function](x, **op_attrs)
+            fused = fuse_after(x, function, op_attrs)  # into the group norm before it
+            return FUNCTIONS[function](x, **op_attrs) if fused is None else fused
         return replacement
 
     return make

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tf_ops.python.patch import (attention, causal_lm, functional, keras_backend, keras_hub,
                                  keras_layers, optimizers)
+from tf_ops.python.group_norm import patch as group_norm
 from tf_ops.python.patch.entry import FAMILIES, Entry
 
 _NN = keras_backend.NN
@@ -62,6 +63,9 @@ ENTRIES: tuple[Entry, ...] = (
             "TfOps>RmsNorm" + (" (with 1 + scale)" if offset else ""), requires="keras_hub",
             label="keras_hub " + target.split(":")[1].removesuffix(".call"))
       for target, offset, output in keras_hub.RMS_NORMS),
+    Entry(group_norm.TARGET, ("norm",), group_norm.make_call,
+          "TfOps>GroupNorm, with the activation called on its output fused (graphs)",
+          label="keras.layers.GroupNormalization"),
     # --- softmax -----------------------------------------------------------------------
     Entry(f"{_LAYERS}.activations.softmax:Softmax.call", ("softmax",),
           keras_layers.make_softmax_call, "TfOps>Softmax / ScaledMaskedSoftmax (masks)",

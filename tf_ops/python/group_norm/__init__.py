@@ -1,0 +1,1 @@
+"""The group-norm family: fused group normalization + activation."""
