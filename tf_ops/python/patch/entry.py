@@ -43,6 +43,9 @@ class Entry:
       requires: the package that must be importable (``"keras_hub"``); otherwise the
         entry is left, and the report says so.
       pending: for an entry not patched yet: why, and what will land it.
+      discover: for an entry that stands for classes found when it is installed (their
+        ``target`` is then a name, not an attribute): returns the targets
+        (``"module:Class.call"``), each replaced by `replacement` of its own original.
     """
 
     target: str
@@ -52,6 +55,7 @@ class Entry:
     label: str = ""
     requires: str = "keras"
     pending: str = ""
+    discover: Callable[[], tuple[str, ...]] | None = None
 
     def __post_init__(self):
         unknown = set(self.families) - set(FAMILIES)

@@ -10,8 +10,8 @@ with the reason), so landing one is filling in its ``replacement`` (none is pend
 
 from __future__ import annotations
 
-from tf_ops.python.patch import (causal_lm, functional, keras_backend, keras_hub, keras_layers,
-                                 optimizers)
+from tf_ops.python.patch import (causal_lm, functional, keras_backend, keras_hub,
+                                 keras_hub_norms, keras_layers, optimizers)
 from tf_ops.python.patch.entry import FAMILIES, Entry
 
 _NN = keras_backend.NN
@@ -62,6 +62,11 @@ ENTRIES: tuple[Entry, ...] = (
             "TfOps>RmsNorm" + (" (with 1 + scale)" if offset else ""), requires="keras_hub",
             label="keras_hub " + target.split(":")[1].removesuffix(".call"))
       for target, offset, output in keras_hub.RMS_NORMS),
+    # keras-hub's other norm classes, found by running them (T5LayerNorm, Gemma 3's, ...)
+    Entry(keras_hub_norms.TARGET, ("norm",), does="TfOps>RmsNorm or TfOps>LayerNorm, where "
+          "running the class shows it computes one (else its own call)", requires="keras_hub",
+          label="keras_hub's other norm classes (found by what they compute)",
+          **keras_hub_norms.entry_kwargs(tuple(t for t, _, _ in keras_hub.RMS_NORMS))),
     # --- softmax -----------------------------------------------------------------------
     Entry(f"{_LAYERS}.activations.softmax:Softmax.call", ("softmax",),
           keras_layers.make_softmax_call, "TfOps>Softmax / ScaledMaskedSoftmax (masks)",
