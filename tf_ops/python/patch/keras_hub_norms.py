@@ -193,16 +193,20 @@ def _output_rule(layer, original: Callable, shape) -> str:
 def plan(layer, original: Callable, rank: int = 3, size: int | None = None) -> Plan | str:
     """The `Plan` of `layer` (whose class's own call is `original`) for inputs of
     `rank` and last-axis `size`, or why the op does not compute what it does."""
-    if size is None:  # the summary's question, before a call: the shape it was built for
+    if size is None:  # the summary's question, before a call: its weights' size (some
+        # are built for a shape other than they are called with: Qwen's per-head norms),
+        # else the shape it was built for
         shapes = list((getattr(layer, "_build_shapes_dict", None) or {}).values())
         shape = shapes[0] if len(shapes) == 1 else None
-        if shape is not None and len(shape) and shape[-1] is not None:
-            rank, size = len(shape), int(shape[-1])
-        else:
-            sizes = {int(w.shape[0]) for w in layer.weights if len(w.shape) == 1}
-            if len(sizes) != 1:
-                return "its size is not known before it runs"
+        if shape is not None and len(shape):
+            rank = len(shape)
+        sizes = {int(w.shape[0]) for w in layer.weights if len(w.shape) == 1}
+        if len(sizes) == 1:
             size = sizes.pop()
+        elif shape is not None and len(shape) and shape[-1] is not None:
+            size = int(shape[-1])
+        else:
+            return "its size is not known before it runs"
     config = json.dumps(_arguments(layer), sort_keys=True, default=repr)
     key = (type(layer), config, rank, size)
     with _lock:
