@@ -98,7 +98,8 @@ def test_config_round_trip(name):
 
 BAD_ARGUMENTS = {
     "leaky-str": (lambda: L.LeakyReLU(negative_slope="0.2"), TypeError, "negative_slope"),
-    "leaky-none": (lambda: L.LeakyReLU(negative_slope=None), TypeError, "negative_slope"),
+    "leaky-none": (lambda: L.LeakyReLU(negative_slope=None), ValueError,  # as Keras's
+                   "The negative_slope value of a Leaky ReLU layer cannot be None"),
     "leaky-bool": (lambda: L.LeakyReLU(negative_slope=True), TypeError, "negative_slope"),
     "leaky-nan": (lambda: L.LeakyReLU(negative_slope=math.nan), ValueError, "finite"),
     "leaky-inf": (lambda: L.LeakyReLU(negative_slope=math.inf), ValueError, "finite"),

@@ -1,14 +1,10 @@
-"""`tf_ops.layers.LayerNormalization` and `tf_ops.layers.RMSNormalization`: Keras's own
-upstream tests of its two layers run against them, Keras's layer harness beyond those,
+"""`tf_ops.layers.LayerNormalization` and `tf_ops.layers.RMSNormalization`: Keras's layer
+harness beyond Keras's own tests (those: tests/test_keras_upstream.py),
 values and gradients against Keras's layers, checkpoints both ways, config,
 mixed precision, jit_compile, the residual form, and portable export to SavedModel,
 TFLite and ONNX (no TfOps> op)."""
 
 from __future__ import annotations
-
-import importlib
-import types
-import unittest
 
 import keras
 import numpy as np
@@ -22,31 +18,8 @@ from fused_refs import op_types
 L = tf_ops.layers
 
 
-# Keras's own tests of its layers (installed with it), run with `layers.LayerNormalization`
-# and `layers.RMSNormalization` in those modules meaning tf_ops's: run_layer_test with
-# Keras's expectations (weights, losses, masking, training, mixed precision), its
-# values, axis handling and errors. The number of tests is pinned so that an upstream
-# change is seen, not skipped.
-UPSTREAM = {
-    "keras.src.layers.normalization.layer_normalization_test": ("LayerNormalizationTest", 7),
-    "keras.src.layers.normalization.rms_normalization_test": ("RMSNormalizationTest", 4),
-}
-
-
-@pytest.mark.parametrize("module_name", sorted(UPSTREAM))
-def test_keras_upstream_tests_hold(module_name, monkeypatch):
-    module = importlib.import_module(module_name)
-    ours = types.SimpleNamespace(**vars(module.layers))
-    ours.LayerNormalization = L.LayerNormalization
-    ours.RMSNormalization = L.RMSNormalization
-    monkeypatch.setattr(module, "layers", ours)
-    case, expected = UPSTREAM[module_name]
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(getattr(module, case))
-    result = unittest.TestResult()
-    suite.run(result)
-    problems = [f"{test}: {trace}" for test, trace in result.failures + result.errors]
-    assert not problems, "\n".join(problems)
-    assert result.testsRun == expected and not result.skipped
+# Keras's own test files of LayerNormalization and RMSNormalization run against these
+# classes in tests/test_keras_upstream.py.
 
 
 def test_run_layer_test_beyond_keras_tests():

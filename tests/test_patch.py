@@ -9,6 +9,8 @@ keras-hub models are in test_patch_models.py."""
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 
 import keras
 import numpy as np
@@ -40,8 +42,17 @@ def _conv_bn(activation_layer, bn_kwargs=None, conv_activation=None):
 
 # --- the table and its undo --------------------------------------------------------------
 
+def _targets() -> list[str]:
+    """Every attribute the table replaces: an entry's target, or what a discovering
+    entry finds (keras-hub's norm classes: imported first, as the patch imports it)."""
+    if importlib.util.find_spec("keras_hub") is not None:
+        importlib.import_module("keras_hub")
+    return [t for e in ENTRIES if e.replacement
+            for t in (e.discover() if e.discover else (e.target,))]
+
+
 def test_families_and_undo_restore_keras():
-    before = {e.target: state.resolve_target(e.target) for e in ENTRIES if e.replacement}
+    before = {t: state.resolve_target(t) for t in _targets()}
     originals = {t: (o, a, o.__dict__.get(a)) for t, (o, a) in before.items()}
     outer = tf_ops.patch_keras()
     inner = tf_ops.patch_keras(only=("norm",))
@@ -922,6 +933,29 @@ def test_summary_of_an_unpatched_model_says_what_the_patch_would_do():
     assert [r.layers for r in summary.fused] == ["conv + bn", "bn + swish"]
     assert "tf_ops has no op for: GlobalAveragePooling2D x1" in text
     assert summary.fused[1].detail == "batch norm + swish in one op"
+
+
+def test_summary_says_what_the_graph_runs_and_why_a_layer_is_left():
+    """A Dense with a softmax activation: its bias and softmax are not one op, but the
+    softmax runs tf_ops's (the traced graph has TfOps>Softmax), so the summary lists it
+    as fused, not as left for want of a kernel; a ReLU(max_value=6) (MobileNetV2's) is
+    left with a reason, not counted among the layers tf_ops has no op for."""
+    inputs = keras.Input((6, 6, 3))
+    x = keras.layers.Conv2D(4, 3, name="conv")(inputs)
+    x = keras.layers.BatchNormalization(name="bn")(x)
+    x = keras.layers.ReLU(max_value=6.0, name="relu6")(x)
+    x = keras.layers.Flatten(name="flat")(x)
+    model = keras.Model(inputs, keras.layers.Dense(5, activation="softmax", name="probs")(x))
+    with tf_ops.patch_keras():
+        summary = tf_ops.patch_summary(model)
+        graph = tf.function(model).get_concrete_function(
+            tf.TensorSpec((2, 6, 6, 3), tf.float32)).graph
+    assert "TfOps>Softmax" in {op.type for op in graph.get_operations()}
+    fused = {r.layers: r.detail for r in summary.fused}
+    left = {r.layers: r.detail for r in summary.left}
+    assert fused["probs"] == "matmul + bias (Keras's), then TfOps>Softmax"
+    assert left["relu6"].startswith("ReLU(max_value=6.0, threshold=0.0): tf_ops has no ")
+    assert "ReLU" not in dict(summary.no_op) and "Dense" not in dict(summary.no_op)
 
 
 # --- convolutions with one group per channel (conv family) ------------------------------

@@ -22,6 +22,7 @@ through, the output has the input's shape and dtype. Choices:
 from __future__ import annotations
 
 import numbers
+import re
 from typing import Any
 
 import keras
@@ -41,7 +42,13 @@ for _fn in ACTIVATION_FUNCTIONS:
 
 
 def _typed(layer: str, arg: str, attr: op_info.Attr, value: Any) -> Any:
-    """`value` as the attribute's Python type, or a TypeError naming the argument."""
+    """`value` as the attribute's Python type, or a TypeError naming the argument (a
+    ValueError for None, in the words of Keras's own layers: "The negative_slope value
+    of a Leaky ReLU layer cannot be None")."""
+    if value is None:
+        spaced = re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", " ", layer)  # "Leaky ReLU"
+        raise ValueError(f"{layer}: The {arg} value of a {spaced} layer cannot be None. "
+                         f"Expected a {'bool' if attr.type is bool else 'real number'}.")
     if attr.type is bool:
         if isinstance(value, bool):
             return value

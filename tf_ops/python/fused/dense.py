@@ -89,6 +89,15 @@ class Dense(keras.layers.Dense):
             return super().call(inputs, training=training)
         return bias_activation_call(self, inputs, entry.function, {})
 
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Keras's quantization (int8, int4, float8, GPTQ, AWQ): Keras refuses it for
+        subclasses of its Dense (which may compute something else); this one computes
+        what Keras's Dense does, and a quantized layer runs Keras's own call. Its own
+        subclasses are refused as Keras refuses Dense's."""
+        if type_check and type(self) is not Dense:
+            raise self._not_implemented_error(self.quantize)
+        return super().quantize(mode, type_check=False, config=config)
+
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class GatedDense(keras.layers.Dense):

@@ -16,7 +16,8 @@ FAMILIES: dict[str, str] = {
                   "inference folded into a convolution right before it",
     "conv": "Conv2D with one group per input channel (ConvNeXt's) as TensorFlow's "
             "depthwise convolution, not the XLA program Keras runs grouped convolutions as",
-    "norm": "LayerNormalization, RMSNormalization and keras-hub's RMS norms",
+    "norm": "LayerNormalization, RMSNormalization, keras-hub's RMS and layer norms, and "
+            "GroupNormalization (with the activation after it)",
     "softmax": "softmax: the Softmax layer (masks), the softmax activation",
     "attention": "attention without the [batch, heads, T, S] tensors: "
                  "keras.ops.dot_product_attention (MultiHeadAttention) and keras-hub's "
@@ -45,6 +46,9 @@ class Entry:
       requires: the package that must be importable (``"keras_hub"``); otherwise the
         entry is left, and the report says so.
       pending: for an entry not patched yet: why, and what will land it.
+      discover: for an entry that stands for classes found when it is installed (their
+        ``target`` is then a name, not an attribute): returns the targets
+        (``"module:Class.call"``), each replaced by `replacement` of its own original.
     """
 
     target: str
@@ -54,6 +58,7 @@ class Entry:
     label: str = ""
     requires: str = "keras"
     pending: str = ""
+    discover: Callable[[], tuple[str, ...]] | None = None
 
     def __post_init__(self):
         unknown = set(self.families) - set(FAMILIES)

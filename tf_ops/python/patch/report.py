@@ -10,8 +10,8 @@ import dataclasses
 import keras
 
 from tf_ops.python.patch import (activations, attention, causal_lm, convolution, functional,
-                                 keras_backend, keras_hub, keras_layers, optimizers, state,
-                                 xla_cpu)
+                                 keras_backend, keras_hub, keras_hub_norms, keras_layers,
+                                 optimizers, state, xla_cpu)
 from tf_ops.python.patch.entry import Entry
 
 
@@ -109,7 +109,19 @@ _REASONS = (
 
 # Patched entries whose layers may still run the original, by target: why, or None.
 _TARGET_REASONS = {keras_hub.ROTARY_CALL: keras_hub.rotary_reason_left,
-                   keras_layers.EINSUM_DENSE_CALL: keras_layers.einsum_dense_reason_left}
+                   keras_layers.EINSUM_DENSE_CALL: keras_layers.einsum_dense_reason_left,
+                   keras_hub_norms.TARGET: keras_hub_norms.reason_left}
+# Patched entries whose fused layers say what runs by themselves: target -> detail.
+_TARGET_DETAILS = {keras_hub_norms.TARGET: keras_hub_norms.describe}
+
+
+def _dense_softmax(layer) -> str | None:
+    """A Dense whose activation is softmax: its bias and activation are not one op, but
+    the softmax runs tf_ops's (the backend's softmax is patched)."""
+    if getattr(layer.activation, "__name__", None) == "softmax" and state.installed(
+            f"{keras_backend.NN}:softmax") is not None:
+        return "matmul + bias (Keras's), then TfOps>Softmax"
+    return None
 
 
 def _describe(layer, entries) -> tuple[str, str] | None:
@@ -121,6 +133,8 @@ def _describe(layer, entries) -> tuple[str, str] | None:
         for cls, reason_left, does in _REASONS:
             if isinstance(layer, cls):
                 why = reason_left(layer)
+                if why is not None and cls is keras.layers.Dense and _dense_softmax(layer):
+                    return "fused", _dense_softmax(layer)
                 if why is not None:
                     return "left", why
                 act = getattr(layer, "activation", None)
@@ -138,6 +152,8 @@ def _describe(layer, entries) -> tuple[str, str] | None:
         why = _TARGET_REASONS[target](layer) if target in _TARGET_REASONS else None
         if why is not None:
             return "left", why
+        if target in _TARGET_DETAILS:
+            return "fused", _TARGET_DETAILS[target](layer)
         return "fused", next(e.does for e in _entries_by_target(entries, target))
     pending = _pending(layer, entries)
     if pending is not None:
@@ -156,6 +172,10 @@ def _describe(layer, entries) -> tuple[str, str] | None:
         if state.active("activation"):
             return "fused", f"tf_ops {activations.display_name(spec)}"
         return "left", "the activation family is not selected"
+    if isinstance(layer, keras.layers.ReLU) and type(layer).call is keras.layers.ReLU.call:
+        return "left", (f"ReLU(max_value={layer.max_value}, threshold={layer.threshold}): "
+                        "tf_ops has no capped or thresholded ReLU kernel (TensorFlow's "
+                        "Relu6 / Keras's own code runs)")
     if isinstance(layer, keras.layers.Activation):
         name = getattr(layer.activation, "__name__", "?")
         if name == "softmax":

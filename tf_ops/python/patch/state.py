@@ -38,6 +38,7 @@ class _Installed:
 
 
 _installed: dict[str, _Installed] = {}
+_groups: dict[str, tuple[str, ...]] = {}  # a discovering entry's target -> what it installed
 generation = 0
 
 
@@ -63,7 +64,17 @@ def resolve_target(target: str) -> tuple[Any, str]:
 
 
 def _install(entry: Entry) -> None:
-    owner, attribute = resolve_target(entry.target)
+    if entry.discover is not None:
+        found = tuple(t for t in entry.discover() if t not in _installed)
+        for target in found:
+            _install_one(entry, target)
+        _groups[entry.target] = found
+        return
+    _install_one(entry, entry.target)
+
+
+def _install_one(entry: Entry, target: str) -> None:
+    owner, attribute = resolve_target(target)
     had_own = attribute in vars(owner)
     raw = inspect.getattr_static(owner, attribute)
     original: Callable = getattr(owner, attribute)
@@ -73,11 +84,15 @@ def _install(entry: Entry) -> None:
     replacement.__tf_ops_patch__ = entry.target
     setattr(owner, attribute, staticmethod(replacement) if isinstance(raw, staticmethod)
             else replacement)
-    _installed[entry.target] = _Installed(owner, attribute, had_own, raw, replacement)
+    _installed[target] = _Installed(owner, attribute, had_own, raw, replacement)
 
 
 def _uninstall(target: str) -> None:
-    done = _installed.pop(target)
+    for member in _groups.pop(target, ()):
+        _uninstall(member)
+    done = _installed.pop(target, None)
+    if done is None:
+        return
     current = inspect.getattr_static(done.owner, done.attribute, None)
     if isinstance(current, staticmethod):
         current = current.__func__
@@ -90,7 +105,10 @@ def _uninstall(target: str) -> None:
 
 
 def installed(target: str) -> Any:
-    """The replacement installed at `target`, or None."""
+    """The replacement installed at `target`, or None (a discovering entry's: the
+    targets it installed)."""
+    if target in _groups:
+        return _groups[target]
     done = _installed.get(target)
     return None if done is None else done.replacement
 
@@ -106,8 +124,9 @@ def change(families: tuple[str, ...], delta: int, entries: tuple[Entry, ...],
         for entry in entries:
             wanted = entry.replacement is not None and any(
                 active(f) for f in entry.families) and available(entry)
-            if wanted and entry.target not in _installed:
+            present = entry.target in _installed or entry.target in _groups
+            if wanted and not present:
                 _install(entry)
-            elif not wanted and entry.target in _installed:
+            elif not wanted and present:
                 _uninstall(entry.target)
         generation += 1

@@ -11,7 +11,7 @@ with the reason), so landing one is filling in its ``replacement`` (none is pend
 from __future__ import annotations
 
 from tf_ops.python.patch import (attention, causal_lm, functional, keras_backend, keras_hub,
-                                 keras_layers, optimizers)
+                                 keras_hub_norms, keras_layers, optimizers)
 from tf_ops.python.group_norm import patch as group_norm
 from tf_ops.python.patch.entry import FAMILIES, Entry
 
@@ -66,6 +66,11 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(group_norm.TARGET, ("norm",), group_norm.make_call,
           "TfOps>GroupNorm, with the activation called on its output fused (graphs)",
           label="keras.layers.GroupNormalization"),
+    # keras-hub's other norm classes, found by running them (T5LayerNorm, Gemma 3's, ...)
+    Entry(keras_hub_norms.TARGET, ("norm",), does="TfOps>RmsNorm or TfOps>LayerNorm, where "
+          "running the class shows it computes one (else its own call)", requires="keras_hub",
+          label="keras_hub's other norm classes (found by what they compute)",
+          **keras_hub_norms.entry_kwargs(tuple(t for t, _, _ in keras_hub.RMS_NORMS))),
     # --- softmax -----------------------------------------------------------------------
     Entry(f"{_LAYERS}.activations.softmax:Softmax.call", ("softmax",),
           keras_layers.make_softmax_call, "TfOps>Softmax / ScaledMaskedSoftmax (masks)",

@@ -5,8 +5,9 @@ with label smoothing and z-loss added.
 Keras's arguments and behaviour: ``from_logits`` (False: ``y_pred`` are probabilities,
 normalised and clipped to Keras's epsilon, as Keras does), ``ignore_class`` (those
 labels count neither in the loss nor in the mean: the loss carries Keras's mask, so
-``reduction`` and ``sample_weight`` treat it as Keras's own), ``reduction``, ``name``,
-``dtype``; ``y_true`` of ``y_pred``'s shape without its last axis, or with a last axis
+``reduction`` and ``sample_weight`` treat it as Keras's own), ``reduction``, ``axis``
+(the class axis: the last, as Keras's TensorFlow backend requires; another raises
+Keras's ValueError), ``name``, ``dtype``; ``y_true`` of ``y_pred``'s shape without its last axis, or with a last axis
 of 1. Serialisable (``get_config``, ``keras.saving``).
 """
 
@@ -36,10 +37,11 @@ class SparseCategoricalCrossentropy(keras.losses.Loss):
     """
 
     def __init__(self, from_logits: bool = False, ignore_class: Optional[int] = None,
-                 reduction: str = "sum_over_batch_size",
+                 reduction: str = "sum_over_batch_size", axis: int = -1,
                  name: str = "sparse_categorical_crossentropy", dtype=None,
                  label_smoothing: float = 0.0, z_loss: float = 0.0):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.axis = axis
         self.from_logits = from_logits
         self.ignore_class = ignore_class
         self.label_smoothing = float(label_smoothing)
@@ -49,6 +51,9 @@ class SparseCategoricalCrossentropy(keras.losses.Loss):
         y_pred = tf.convert_to_tensor(y_pred)
         if not y_pred.dtype.is_floating:
             y_pred = tf.cast(y_pred, self.dtype or "float32")
+        if self.axis != -1 and self.axis != len(y_pred.shape) - 1:
+            # Keras's TensorFlow backend's own error, word for word.
+            raise ValueError(f"Only axis=-1 is currently supported. Received: axis={self.axis}")
         y_true = tf.convert_to_tensor(y_true)
         if (y_true.shape.rank is not None and y_pred.shape.rank is not None
                 and y_true.shape.rank == y_pred.shape.rank and y_true.shape[-1] == 1):
@@ -73,6 +78,7 @@ class SparseCategoricalCrossentropy(keras.losses.Loss):
     def get_config(self):
         config = super().get_config()
         config.update(from_logits=self.from_logits, ignore_class=self.ignore_class,
+                      axis=self.axis,
                       label_smoothing=self.label_smoothing, z_loss=self.z_loss)
         return config
 
