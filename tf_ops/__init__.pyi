@@ -17,6 +17,7 @@ from tf_ops.python.core.gpu import GpuFallbackWarning as GpuFallbackWarning
 from tf_ops.python.core.gpu import GpuStatus as GpuStatus
 from tf_ops.python.softmax.causal_lm import LinearCrossEntropyCausalLM as LinearCrossEntropyCausalLM
 from tf_ops.python.core.cpu_info import active_cpu_isa as active_cpu_isa
+from tf_ops.python.attention.functions import attention as attention
 from tf_ops.python.batch_norm.functions import batch_norm as batch_norm
 from tf_ops.python.batch_norm.functions import batch_norm_grad as batch_norm_grad
 from tf_ops.python.batch_norm.functions import batch_norm_inference as batch_norm_inference
@@ -55,6 +56,7 @@ __all__ = [
     'GpuStatus',
     'LinearCrossEntropyCausalLM',
     'active_cpu_isa',
+    'attention',
     'batch_norm',
     'batch_norm_grad',
     'batch_norm_inference',

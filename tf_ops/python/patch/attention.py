@@ -140,9 +140,17 @@ def _attention_dropout(layer: Any) -> float:
 
 
 def _calling_layer() -> Any:
-    """The `self` of the keras-hub method that asks (two frames up)."""
+    """The keras-hub layer whose method asks: the first caller up the stack whose `self`
+    is a Keras layer (the patch's own wrappers are frames in between)."""
+    import keras
+
     frame = sys._getframe(2)
-    return frame.f_locals.get("self")
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, keras.layers.Layer):
+            return owner
+        frame = frame.f_back
+    return None
 
 
 def make_fused_available(original: Callable) -> Callable:
