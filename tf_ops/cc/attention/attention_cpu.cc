@@ -51,9 +51,11 @@ constexpr C NegInf() {
 inline float ExpC(float x) { return fast_math::ExpF(x); }
 inline double ExpC(double x) { return std::exp(x); }
 
-// C[m, n] (+)= sum_k A[m, k] B[k, n] for m < M, n < N, k < K; rows of A,
-// B and C `lda`, `ldb`, `ldc` apart. Register tiles of kRows rows by two
-// vectors of B's row, each A element broadcast.
+// C[m, n] (+)= sum_k A[m, k] B[k, n] for m < M, n < N, k < K; A[m, k] at
+// A[m * lda + k * ak] (ak = 1: A row-major; lda = 1: A stored transposed,
+// so the backward's P^T and dS^T need no copy), rows of B and C `ldb`, `ldc`
+// apart. Register tiles of kRows rows by two vectors of B's row, each A
+// element broadcast.
 template <typename C, int kBytes>
 struct Gemm {
   typedef C V __attribute__((vector_size(kBytes)));
@@ -61,9 +63,11 @@ struct Gemm {
   static constexpr int kCols = 2 * kLanes;
   static constexpr int kRows = 6;
 
-  template <int R>
-  static void Tile(int64_t K, const C* A, int64_t lda, const C* B,
-                   int64_t ldb, C* Cm, int64_t ldc, bool accumulate) {
+  template <int R, bool kUnit>
+  static void Tile(int64_t K, const C* A, int64_t lda, int64_t ak,
+                   const C* B, int64_t ldb, C* Cm, int64_t ldc,
+                   bool accumulate) {
+    if constexpr (kUnit) ak = 1;
     V acc[R][2];
     for (int r = 0; r < R; ++r) {
       if (accumulate) {
@@ -79,7 +83,7 @@ struct Gemm {
       std::memcpy(&b0, B + k * ldb, sizeof(V));
       std::memcpy(&b1, B + k * ldb + kLanes, sizeof(V));
       for (int r = 0; r < R; ++r) {
-        const C a = A[r * lda + k];
+        const C a = A[r * lda + k * ak];
         acc[r][0] += a * b0;
         acc[r][1] += a * b1;
       }
@@ -92,8 +96,8 @@ struct Gemm {
 
   template <int R>
   static void TailTile(int64_t K, int64_t cols, const C* A, int64_t lda,
-                       const C* B, int64_t ldb, C* Cm, int64_t ldc,
-                       bool accumulate) {
+                       int64_t ak, const C* B, int64_t ldb, C* Cm,
+                       int64_t ldc, bool accumulate) {
     C acc[R][kCols];
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < kCols; ++c) {
@@ -104,7 +108,7 @@ struct Gemm {
       C b[kCols];
       for (int c = 0; c < kCols; ++c) b[c] = c < cols ? B[k * ldb + c] : C(0);
       for (int r = 0; r < R; ++r) {
-        const C a = A[r * lda + k];
+        const C a = A[r * lda + k * ak];
         for (int c = 0; c < kCols; ++c) acc[r][c] += a * b[c];
       }
     }
@@ -113,45 +117,93 @@ struct Gemm {
     }
   }
 
-  template <int R>
-  static void Rows(int64_t N, int64_t K, const C* A, int64_t lda, const C* B,
-                   int64_t ldb, C* Cm, int64_t ldc, bool accumulate) {
+  template <int R, bool kUnit>
+  static void Rows(int64_t N, int64_t K, const C* A, int64_t lda, int64_t ak,
+                   const C* B, int64_t ldb, C* Cm, int64_t ldc,
+                   bool accumulate) {
     int64_t n = 0;
     for (; n + kCols <= N; n += kCols) {
-      Tile<R>(K, A, lda, B + n, ldb, Cm + n, ldc, accumulate);
+      Tile<R, kUnit>(K, A, lda, ak, B + n, ldb, Cm + n, ldc, accumulate);
     }
     if (n < N) {
-      TailTile<R>(K, N - n, A, lda, B + n, ldb, Cm + n, ldc, accumulate);
+      TailTile<R>(K, N - n, A, lda, ak, B + n, ldb, Cm + n, ldc, accumulate);
     }
   }
 
-  static void Run(int64_t M, int64_t N, int64_t K, const C* A, int64_t lda,
-                  const C* B, int64_t ldb, C* Cm, int64_t ldc,
-                  bool accumulate) {
+  template <bool kUnit>
+  static void RunRows(int64_t M, int64_t N, int64_t K, const C* A,
+                      int64_t lda, int64_t ak, const C* B, int64_t ldb,
+                      C* Cm, int64_t ldc, bool accumulate) {
     int64_t m = 0;
     for (; m + kRows <= M; m += kRows) {
-      Rows<kRows>(N, K, A + m * lda, lda, B, ldb, Cm + m * ldc, ldc,
-                  accumulate);
+      Rows<kRows, kUnit>(N, K, A + m * lda, lda, ak, B, ldb, Cm + m * ldc,
+                         ldc, accumulate);
     }
     const C* a = A + m * lda;
     C* c = Cm + m * ldc;
     switch (M - m) {
-      case 5: Rows<5>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
-      case 4: Rows<4>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
-      case 3: Rows<3>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
-      case 2: Rows<2>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
-      case 1: Rows<1>(N, K, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 5: Rows<5, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
+      case 4: Rows<4, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
+      case 3: Rows<3, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
+      case 2: Rows<2, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
+      case 1: Rows<1, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
       default: break;
+    }
+  }
+
+  static void Run(int64_t M, int64_t N, int64_t K, const C* A, int64_t lda,
+                  int64_t ak, const C* B, int64_t ldb, C* Cm, int64_t ldc,
+                  bool accumulate) {
+    if (ak == 1) {
+      RunRows<true>(M, N, K, A, lda, 1, B, ldb, Cm, ldc, accumulate);
+    } else {
+      RunRows<false>(M, N, K, A, lda, ak, B, ldb, Cm, ldc, accumulate);
     }
   }
 };
 
-// out[c * rows + r] = in[r * ld + c]: a tile transposed (r < rows, c < cols).
+// Row reductions in 16 lanes (element c in lane c % 16) combined in a fixed
+// order: a single running max or sum is a chain of dependent scalar ops that
+// GCC may not reorder (no -ffast-math), as slow as the tile's products.
+constexpr int kLanes = 16;
+
+// max(start, row[0..n)).
 template <typename C>
-void Transpose(const C* in, int64_t ld, int64_t rows, int64_t cols, C* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * ld + c];
+C RowMax(const C* row, int64_t n, C start) {
+  C lanes[kLanes];
+  for (int l = 0; l < kLanes; ++l) lanes[l] = start;
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      lanes[l] = row[c + l] > lanes[l] ? row[c + l] : lanes[l];
+    }
   }
+  for (int l = 0; c + l < n; ++l) {
+    lanes[l] = row[c + l] > lanes[l] ? row[c + l] : lanes[l];
+  }
+  C m = lanes[0];
+  for (int l = 1; l < kLanes; ++l) m = lanes[l] > m ? lanes[l] : m;
+  return m;
+}
+
+// row[c] = e^(row[c] - mx) for c < n; returns their sum.
+template <typename C>
+C ExpAndSum(C* row, int64_t n, C mx) {
+  C lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      row[c + l] = ExpC(row[c + l] - mx);
+      lanes[l] += row[c + l];
+    }
+  }
+  for (int l = 0; c + l < n; ++l) {
+    row[c + l] = ExpC(row[c + l] - mx);
+    lanes[l] += row[c + l];
+  }
+  C sum = 0;
+  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
+  return sum;
 }
 
 template <typename C>
@@ -182,8 +234,8 @@ struct Panels {
 // compile time (and size) from growing with every call site.
 template <typename C>
 using GemmFn = void (*)(int64_t M, int64_t N, int64_t K, const C* A,
-                        int64_t lda, const C* B, int64_t ldb, C* Cm,
-                        int64_t ldc, bool accumulate);
+                        int64_t lda, int64_t ak, const C* B, int64_t ldb,
+                        C* Cm, int64_t ldc, bool accumulate);
 
 template <typename St>
 struct Engine {
@@ -336,7 +388,7 @@ struct Engine {
       const C* vv = panels.V(kv);
       for (int64_t s0 = lo; s0 < hi; s0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, hi - s0);
-        gemm(rows, cols, D, qs.get(), D, kt + s0, p.kv_len, s.get(),
+        gemm(rows, cols, D, qs.get(), D, 1, kt + s0, p.kv_len, s.get(),
                kKeyBlock, false);
         if (TileIsPlain(t0, t1, s0, s0 + cols)) {
           for (int64_t r = 0; r < rows; ++r) kept_any[r] = true;
@@ -345,26 +397,20 @@ struct Engine {
         }
         for (int64_t r = 0; r < rows; ++r) {
           C* row = s.get() + r * kKeyBlock;
-          C mx = m[r];
-          for (int64_t c = 0; c < cols; ++c) mx = row[c] > mx ? row[c] : mx;
+          const C mx = RowMax(row, cols, m[r]);
           if (mx == NegInf<C>()) {  // nothing kept yet: weights 0
             for (int64_t c = 0; c < cols; ++c) row[c] = 0;
             continue;
           }
           const C alpha = m[r] == NegInf<C>() ? C(0) : ExpC(m[r] - mx);
-          C sum = 0;
-          for (int64_t c = 0; c < cols; ++c) {
-            row[c] = ExpC(row[c] - mx);
-            sum += row[c];
-          }
-          l[r] = l[r] * alpha + sum;
+          l[r] = l[r] * alpha + ExpAndSum(row, cols, mx);
           m[r] = mx;
           if (alpha != C(1)) {
             C* a = acc.get() + r * Dv;
             for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
           }
         }
-        gemm(rows, Dv, cols, s.get(), kKeyBlock, vv + s0 * Dv, Dv,
+        gemm(rows, Dv, cols, s.get(), kKeyBlock, 1, vv + s0 * Dv, Dv,
                acc.get(), Dv, true);
       }
       const C* mean = panels.VMean(kv);
@@ -401,7 +447,6 @@ struct Engine {
     auto s = Buffer<C>(kQueryBlock * kKeyBlock);
     auto g = Buffer<C>(kQueryBlock * kKeyBlock);
     auto dp = Buffer<C>(kQueryBlock * kKeyBlock);
-    auto tr = Buffer<C>(kQueryBlock * kKeyBlock);
     auto dkb = Buffer<C>(kKeyBlock * D);
     auto dvb = Buffer<C>(kKeyBlock * Dv);
     std::vector<C> dead_sum(Dv);
@@ -447,7 +492,7 @@ struct Engine {
         QueryRange(s0, s0 + cols, &lo, &hi);
         for (int64_t t0 = lo; t0 < hi; t0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, hi - t0);
-          gemm(rows, cols, D, qs.get() + t0 * D, D, kt + s0, S, s.get(),
+          gemm(rows, cols, D, qs.get() + t0 * D, D, 1, kt + s0, S, s.get(),
                  kKeyBlock, false);
           const bool plain = TileIsPlain(t0, t0 + rows, s0, s0 + cols);
           if (!plain) {
@@ -464,12 +509,11 @@ struct Engine {
               for (int64_t c = 0; c < cols; ++c) row[c] = ExpC(row[c] - lr);
             }
           }
-          // dV += P^T dO
-          Transpose(s.get(), kKeyBlock, rows, cols, tr.get());
-          gemm(cols, Dv, rows, tr.get(), rows, dos.get() + t0 * Dv, Dv,
+          // dV += P^T dO (P^T read in place)
+          gemm(cols, Dv, rows, s.get(), 1, kKeyBlock, dos.get() + t0 * Dv, Dv,
                  dvb.get(), Dv, true);
           // dP = dO V^T; dS = P (dP - delta) (times the cap's derivative)
-          gemm(rows, cols, Dv, dos.get() + t0 * Dv, Dv, vt + s0, S,
+          gemm(rows, cols, Dv, dos.get() + t0 * Dv, Dv, 1, vt + s0, S,
                  dp.get(), kKeyBlock, false);
           for (int64_t r = 0; r < rows; ++r) {
             C* row = s.get() + r * kKeyBlock;
@@ -484,10 +528,9 @@ struct Engine {
             }
           }
           // dQ += dS K; dK += dS^T (scale Q)
-          gemm(rows, D, cols, s.get(), kKeyBlock, kk + s0 * D, D,
+          gemm(rows, D, cols, s.get(), kKeyBlock, 1, kk + s0 * D, D,
                  dqa.get() + t0 * D, D, true);
-          Transpose(s.get(), kKeyBlock, rows, cols, tr.get());
-          gemm(cols, D, rows, tr.get(), rows, qs.get() + t0 * D, D,
+          gemm(cols, D, rows, s.get(), 1, kKeyBlock, qs.get() + t0 * D, D,
                  dkb.get(), D, true);
         }
         if (grouped) {
@@ -614,9 +657,9 @@ constexpr int VectorBytes(std::string_view isa) {
 
 #define TF_OPS_ATTENTION_GEMM(Name, C, Suffix, TARGET)                      \
   TF_OPS_ISA_ENTRY(TARGET) void Name##Suffix(               \
-      int64_t M, int64_t N, int64_t K, const C* A, int64_t lda, const C* B,  \
-      int64_t ldb, C* Cm, int64_t ldc, bool accumulate) {                    \
-    Gemm<C, VectorBytes(#Suffix)>::Run(M, N, K, A, lda, B, ldb, Cm, ldc,     \
+      int64_t M, int64_t N, int64_t K, const C* A, int64_t lda, int64_t ak,  \
+      const C* B, int64_t ldb, C* Cm, int64_t ldc, bool accumulate) {        \
+    Gemm<C, VectorBytes(#Suffix)>::Run(M, N, K, A, lda, ak, B, ldb, Cm, ldc, \
                                        accumulate);                          \
   }
 
