@@ -380,6 +380,12 @@ _CHILD = textwrap.dedent(r"""
             elif op.startswith("TfOps>RotaryEmbedding"):  # x [1, 5, 2] (pairs), a start
                 norm = True
                 inputs = [tf.reshape(tf.concat([x, x], 0), [1, 5, 2]), tf.constant(3.0)]
+            elif op.startswith("TfOps>Attention"):  # q, k, v [1, 5, 1, 1]: 5 tokens, a
+                norm = True                          # head of 1; mask, bias scalars (none)
+                qkv = tf.reshape(x, [1, 5, 1, 1])
+                inputs = [tf.constant(True) if a.name == "mask" else tf.constant(0.0)
+                          if a.name == "bias" else tf.ones([1, 1, 5]) if a.name == "lse"
+                          else qkv for a in op_def_registry.get(op).input_arg]
             elif op == "TfOps>ScaledMaskedSoftmax":  # the softmax family's non-float inputs
                 inputs = [x, tf.constant(True)]
             elif op == "TfOps>SparseSoftmaxCrossEntropy":

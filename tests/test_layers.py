@@ -53,7 +53,7 @@ def test_public_module():
     assert sorted(tf_ops.layers.__all__) == sorted([*LAYERS, "Dense", "GatedDense",
                                                    "LayerNormalization", "RMSNormalization",
                                                    "Softmax", "BatchNormalization",
-                                                   "RotaryEmbedding"])
+                                                   "RotaryEmbedding", "GroupNormalization"])
 
 
 def test_defaults():

@@ -473,9 +473,11 @@ def markdown(rows: list[dict], seconds: float | None = None) -> str:
         "EinsumDense with no bias compute nothing a tf_ops op is for, and are not "
         "listed; layers of kinds tf_ops has no op for (embeddings, convolutions, "
         "dropout, ...) are in the last column.",
-        "- attention: the op the traced graph runs for it (`TfOps>ScaledMaskedSoftmax`: "
-        "scale, mask and softmax in one op; `Keras's own`: a keras-hub attention that "
-        "computes its softmax its own way).",
+        "- attention: the op the traced graph runs for it (`TfOps>Attention`: flash "
+        "attention, no [batch, heads, T, S] tensor; `TfOps>ScaledMaskedSoftmax`: scale, "
+        "mask and softmax in one op, where the layer computes the weights itself (attention "
+        "dropout, a bias of its own such as ALiBi or T5's); `Keras's own`: a keras-hub "
+        "attention that computes its softmax its own way).",
         "",
     ]
     speeds = [r["speed"] for r in rows if "speed" in r]
