@@ -363,7 +363,7 @@ struct Engine {
     auto s = Buffer<C>(kQueryBlock * kKeyBlock);
     auto acc = Buffer<C>(kQueryBlock * Dv);
     C m[kQueryBlock], l[kQueryBlock];
-    bool kept_any[kQueryBlock];
+    bool kept_any[kQueryBlock] = {};
     const int64_t blocks = QueryBlocks();
     for (int64_t u = begin; u < end; ++u) {
       const int64_t qb = u % blocks, bn = u / blocks;
@@ -450,7 +450,7 @@ struct Engine {
     auto dkb = Buffer<C>(kKeyBlock * D);
     auto dvb = Buffer<C>(kKeyBlock * Dv);
     std::vector<C> dead_sum(Dv);
-    bool kept_any[kQueryBlock];
+    bool kept_any[kQueryBlock] = {};
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / p.heads, n = u % p.heads;
       const int64_t kv = b * p.kv_heads + n / p.group();
