@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -96,13 +97,12 @@ struct Executor<GpuDevice> {
                                const void* lse, void* dq, void* dk,
                                void* dv) {
     Tensor holder;
-    TF_ASSIGN_OR_RETURN(
-        void* scratch,
-        AllocateScratch(ctx, AttentionGpuBackwardScratchBytes(dtype, p),
-                        &holder));
+    const absl::StatusOr<void*> scratch = AllocateScratch(
+        ctx, AttentionGpuBackwardScratchBytes(dtype, p), &holder);
+    if (!scratch.ok()) return scratch.status();
     return LaunchStatus(
         op, LaunchAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk,
-                                    dv, scratch, GpuStream(ctx)));
+                                    dv, *scratch, GpuStream(ctx)));
   }
 };
 #else
@@ -122,12 +122,11 @@ struct Executor<CpuDevice> {
                                const void* lse, void* dq, void* dk,
                                void* dv) {
     Tensor holder;
-    TF_ASSIGN_OR_RETURN(
-        void* scratch,
-        AllocateScratch(ctx, CpuAttentionBackwardScratchBytes(dtype, p),
-                        &holder));
+    const absl::StatusOr<void*> scratch = AllocateScratch(
+        ctx, CpuAttentionBackwardScratchBytes(dtype, p), &holder);
+    if (!scratch.ok()) return scratch.status();
     CpuAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk, dv,
-                         scratch, CpuParallelForOf(ctx));
+                         *scratch, CpuParallelForOf(ctx));
     return absl::OkStatus();
   }
 };
