@@ -28,10 +28,6 @@ from tf_ops.python.core.op_support import (input_positions, op_attrs, op_fn, op_
 (_BIAS,) = input_positions(op_info.NAMESPACE + "Attention", ("bias",))
 
 
-def _attrs(op) -> dict:
-    return op_attrs(op)
-
-
 def _skipped(op) -> tuple:
     return tuple(getattr(op, "skip_input_indices", None) or ())
 
@@ -57,7 +53,7 @@ def _bias_gradient(op, attrs: dict, upstream: tf.Tensor) -> tf.Tensor | None:
 
 
 def _attention_grad(op, upstream, _lse_upstream):
-    attrs = _attrs(op)
+    attrs = op_attrs(op)
     i = op_inputs(op)
     dq, dk, dv = op_fn("AttentionGrad")(i.query, i.key, i.value, i.mask, i.bias,
                                         op.outputs[0], op.outputs[1], upstream, **attrs)
@@ -65,7 +61,7 @@ def _attention_grad(op, upstream, _lse_upstream):
 
 
 def _attention_grad_grad(op, ddq, ddk, ddv):
-    attrs = _attrs(op)
+    attrs = op_attrs(op)
     inputs = op_inputs(op)
     q, k, v, dout = inputs.query, inputs.key, inputs.value, inputs.doutput
     mask, bias = _mask_and_bias(op)
