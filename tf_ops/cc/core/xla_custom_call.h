@@ -6,7 +6,7 @@
 //
 // How a handler is found, and why it works whatever the load order:
 // - A handler is registered into XLA's one FFI registry, a process-wide map
-//   in libtensorflow_framework.so.2 (behind the exported XLA_FFI_GetApi), by
+//   in TensorFlow's libraries (behind its FFI API, xla_ffi.h), by
 //   a static initialiser of the library that holds it: _tf_ops.so registers
 //   the "Host" handlers when tf.load_op_library loads it, _tf_ops_gpu.so the
 //   "CUDA" ones when the loader loads it (xla_ffi.h).
@@ -19,7 +19,8 @@
 //   loader loaded _tf_ops_gpu.so, which XlaFfiHandlerRegistered asks the
 //   registry itself. Nothing is cached per process, unlike REGISTER_XLA_OP.
 // - XLA_FFI_Api has no lookup, so XlaFfiHandlerRegistered calls
-//   xla::ffi::FindHandler (exported by libtensorflow_framework.so.2), declared
+//   xla::ffi::FindHandler (exported by libtensorflow_framework.so.2 or, in
+//   tensorflow-cpu 2.20, libtensorflow_cc.so.2), declared
 //   in xla/ffi/ffi_api.h, which the wheel ships but cannot be compiled (it
 //   includes MLIR headers the wheel lacks): xla_custom_call.cc repeats its
 //   declaration, and tests/test_attention_xla.py checks the wheel's header

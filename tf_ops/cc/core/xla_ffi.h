@@ -10,6 +10,8 @@
 #ifndef TF_OPS_CC_CORE_XLA_FFI_H_
 #define TF_OPS_CC_CORE_XLA_FFI_H_
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -26,17 +28,48 @@
 
 namespace tf_ops {
 
+// XLA's FFI API table, the way into its process-wide handler registry, or
+// null. Looked up when the library loads, not linked: the wheels export it
+// under different names (TensorFlow 2.21: the C function XLA_FFI_GetApi, in
+// libtensorflow_framework.so.2; tensorflow-cpu 2.20: only the C++ function
+// xla::ffi::GetXlaFfiApi(), in libtensorflow_cc.so.2). Both libraries are
+// already loaded (ours links them), so RTLD_NOLOAD only finds them.
+inline const XLA_FFI_Api* XlaFfiApi() {
+  using GetApi = const XLA_FFI_Api* (*)();
+  for (const char* library :
+       {"libtensorflow_framework.so.2", "libtensorflow_cc.so.2"}) {
+    void* handle = dlopen(library, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) continue;
+    for (const char* symbol :
+         {"XLA_FFI_GetApi", "_ZN3xla3ffi12GetXlaFfiApiEv"}) {
+      if (void* fn = dlsym(handle, symbol)) {
+        dlclose(handle);  // drops only the reference NOLOAD added
+        return reinterpret_cast<GetApi>(fn)();
+      }
+    }
+    dlclose(handle);
+  }
+  return nullptr;
+}
+
 // Registers `handler` (an XLA_FFI_Handler*, e.g. from XLA_FFI_DEFINE_HANDLER)
 // as `name` on `platform` ("Host" or "CUDA") in XLA's process-wide FFI
-// registry, which XLA_FFI_GetApi (libtensorflow_framework.so.2) reaches.
-// Called by a static initialiser, i.e. when the library is loaded; a failure
-// (a second library registering the same name with another handler) is
-// printed and leaves the first registration, so the lowering still finds one
-// and calls it.
+// registry (XlaFfiApi). Called by a static initialiser, i.e. when the
+// library is loaded; a failure (a second library registering the same name
+// with another handler, or a TensorFlow exporting no FFI API) is printed and
+// registers nothing new, so the lowering finds the first registration or,
+// with none, builds its composite (xla_custom_call.h).
 inline bool RegisterXlaFfiHandler(std::string_view name,
                                   std::string_view platform,
                                   XLA_FFI_Handler* handler) {
-  const XLA_FFI_Api* api = XLA_FFI_GetApi();
+  const XLA_FFI_Api* api = XlaFfiApi();
+  if (api == nullptr) {
+    std::fprintf(stderr,
+                 "tf_ops: this TensorFlow exports no XLA FFI API; %.*s runs "
+                 "as its composite under XLA\n",
+                 static_cast<int>(name.size()), name.data());
+    return false;
+  }
   XLA_FFI_Error* error =
       xla::ffi::Ffi::RegisterStaticHandler(api, name, platform, handler);
   if (error == nullptr) return true;
