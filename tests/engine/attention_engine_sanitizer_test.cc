@@ -47,7 +47,9 @@ struct Case {
   bool causal;
   int64_t window;
   float softcap;
-  int mask;  // 0 none, 1 [B, 1, T, S] with dead rows, 2 [1, 1, 1, S]
+  // 0 none, 1 [B, 1, T, S] with dead rows, 2 [1, 1, 1, S], 3 [B, 1, 1, S]
+  // padding (key lengths S - 5 and S / 3: whole key tiles masked, skipped)
+  int mask;
   int bias;  // 0 none, 1 [B, N, T, S], 2 [1, N, 1, S]
 };
 
@@ -66,7 +68,14 @@ const Case kCases[] = {
     {"d1", 1, 7, 7, 1, 1, 1, 1, true, -1, 0, 0, 0},
     {"d130", 1, 9, 9, 1, 1, 130, 65, false, -1, 0, 0, 0},
     {"no_keys", 1, 3, 0, 2, 2, 8, 8, false, -1, 0, 0, 0},
+    {"padding_tiles", 2, 70, 300, 2, 1, 8, 8, false, -1, 0, 3, 0},
+    {"padding_causal", 2, 300, 300, 2, 2, 8, 8, true, -1, 0, 3, 0},
 };
+
+// Case::mask 3: batch b's key length.
+int64_t PaddedLength(const Case& c, int64_t b) {
+  return b == 0 ? c.s - 5 : c.s / 3;
+}
 
 double Logit(const Case& c, const std::vector<double>& q,
              const std::vector<double>& k, const std::vector<double>& bias,
@@ -96,6 +105,7 @@ bool Kept(const Case& c, const std::vector<char>& mask, int64_t b, int64_t t,
   if (c.window >= 0 && std::abs(t - s) >= c.window) return false;
   if (c.mask == 1 && !mask[(b * c.t + t) * c.s + s]) return false;
   if (c.mask == 2 && !mask[s]) return false;
+  if (c.mask == 3 && !mask[b * c.s + s]) return false;
   return true;
 }
 
@@ -211,14 +221,20 @@ void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
   if (c.bias == 2) bias = fill(c.n * c.s, &in.bias);
   std::vector<char> mask;
   std::unique_ptr<bool[]> mask_buf;
-  const int64_t mask_size =
-      c.mask == 1 ? c.b * c.t * c.s : (c.mask == 2 ? c.s : 0);
+  const int64_t mask_size = c.mask == 1   ? c.b * c.t * c.s
+                            : c.mask == 2 ? c.s
+                            : c.mask == 3 ? c.b * c.s
+                                          : 0;
   if (mask_size > 0) {
     mask_buf.reset(new bool[mask_size]);
     mask.resize(mask_size);
     for (int64_t i = 0; i < mask_size; ++i) {
-      const int64_t t = c.mask == 1 ? (i / c.s) % c.t : 1;
-      mask[i] = t % 4 == 0 ? 0 : ((*rng)() % 3 != 0);  // every 4th row dead
+      if (c.mask == 3) {
+        mask[i] = i % c.s < PaddedLength(c, i / c.s);
+      } else {
+        const int64_t t = c.mask == 1 ? (i / c.s) % c.t : 1;
+        mask[i] = t % 4 == 0 ? 0 : ((*rng)() % 3 != 0);  // every 4th row dead
+      }
       mask_buf[i] = mask[i];
     }
   }
@@ -238,6 +254,8 @@ void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
     p.mask = {mask_buf.get(), {c.t * c.s, 0, c.s, 1}};
   } else if (c.mask == 2) {
     p.mask = {mask_buf.get(), {0, 0, 0, 1}};
+  } else if (c.mask == 3) {
+    p.mask = {mask_buf.get(), {c.s, 0, 0, 1}};
   }
   if (c.bias == 1) {
     p.bias = {in.bias.get(), {c.n * c.t * c.s, c.t * c.s, c.s, 1}};

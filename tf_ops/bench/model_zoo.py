@@ -38,7 +38,8 @@ class Case:
 
     Attributes:
       name: as the table names it.
-      build: size -> Built (a fresh model; the same weights for the same seed).
+      build: size -> Built (a fresh model; the same weights for the same seed); a
+        long-context case's also takes ``seq=``, another sequence length.
       target: the issue's CPU graph-mode train-step speed-up (stock time / patched).
       keras_hub: needs keras-hub.
       memory_target: the patched step's peak memory, at most this fraction of stock's.
@@ -136,19 +137,27 @@ def _token_batch(batch: int, seq: int, vocab: int):
 
 
 def _causal_lm(backbone_name: str, lm_name: str, vocab: int, bench: dict,
-               test: dict, tokens: tuple[int, int] | None = None) -> Callable[[str], Built]:
+               test: dict, tokens: tuple[int, int] | None = None) -> Callable[..., Built]:
     """A keras-hub causal LM: `bench` and `test` are the backbone's sizes; `tokens`
-    (batch, sequence) the bench size's batch where not the default."""
+    (batch, sequence) the bench size's batch where not the default. The build takes
+    `seq`, a sequence length in place of the size's (the context search of
+    tf_ops.bench.context; a backbone with position embeddings gets that many)."""
 
-    def build(size: str) -> Built:
+    def build(size: str, seq: int | None = None) -> Built:
         import keras_hub
 
-        batch, seq, vocabulary = _tokens(size, vocab)
+        batch, length, vocabulary = _tokens(size, vocab)
         if size == "bench" and tokens is not None:
-            batch, seq = tokens
+            batch, length = tokens
+        sizes = dict(bench if size == "bench" else test)
+        if seq is not None:
+            length = seq
+            if "max_sequence_length" in sizes:
+                sizes["max_sequence_length"] = seq
+        seq = length
         keras.utils.set_random_seed(0)
         backbone = getattr(keras_hub.models, backbone_name)(
-            vocabulary_size=vocabulary, dropout=0.0, **(bench if size == "bench" else test))
+            vocabulary_size=vocabulary, dropout=0.0, **sizes)
         model = getattr(keras_hub.models, lm_name)(backbone=backbone, preprocessor=None)
         ids, mask = _token_batch(batch, seq, vocabulary)
         x = {"token_ids": ids[:, :-1], "padding_mask": mask}

@@ -5,7 +5,8 @@
 //   batch, one S, D and Dv >= 1, K >= 1 dividing N;
 //   mask (bool) and bias: rank <= 4, each dimension (aligned from the last)
 //   1 or the matching one of [B, N, T, S];
-//   window >= -1 (-1: none), softcap >= 0 (0: none), scale finite.
+//   window >= -1 (-1: none), softcap >= 0 (0: none), scale finite;
+// and what the optional inputs, always given, mean (SetMaskAndBias).
 // Every message names the op and the shapes. Uses absl only (no TF types).
 
 #ifndef TF_OPS_CC_ATTENTION_ATTENTION_CHECKS_H_
@@ -138,6 +139,21 @@ inline absl::Status CheckAttention(const std::string& op, const Dims& q,
     }
   }
   return absl::OkStatus();
+}
+
+// The data of the mask and bias, by the op's rule for them: a rank-0 bias is
+// none (a constant added to every logit changes no probability, and its
+// gradient is 0), and a rank-0 mask that is true keeps every key, so the
+// engine need not read it. `mask_on_host` is false where the mask is in GPU
+// memory: a scalar there is never read by the host, the engine reads it as
+// any broadcast mask (strides 0).
+inline void SetMaskAndBias(int mask_rank, const void* mask, int bias_rank,
+                           const void* bias, bool mask_on_host,
+                           AttentionParams* p) {
+  p->bias.data = bias_rank == 0 ? nullptr : bias;
+  const bool keeps_all = mask_rank == 0 && mask_on_host &&
+                         *static_cast<const bool*>(mask);
+  p->mask.data = keeps_all ? nullptr : mask;
 }
 
 }  // namespace attention

@@ -281,28 +281,76 @@ struct Engine {
     for (int64_t d = 0; d < Dv; ++d) mean[d] = S > 0 ? mean[d] / S : C(0);
   }
 
-  // Whether every (t, s) of the tile is kept by causal and window, so the
-  // tile needs no element-wise pass (no mask, bias or softcap either).
-  bool TileIsPlain(int64_t t0, int64_t t1, int64_t s0, int64_t s1) const {
-    if (p.mask.data != nullptr || p.bias.data != nullptr || p.softcap > 0) {
-      return false;
+  // What a tile of logits needs after its product: nothing (every (t, s)
+  // kept, no bias or cap), nothing at all (every key masked: the tile is
+  // skipped, its weights are 0), or Finish, told whether it must read the mask
+  // and check positions (causal, window).
+  struct TileWork {
+    bool skip = false;
+    bool finish = false;
+    bool read_mask = false;
+    bool check_position = false;
+  };
+
+  TileWork Classify(int64_t b, int64_t n, int64_t t0, int64_t t1, int64_t s0,
+                    int64_t s1) const {
+    TileWork w;
+    w.check_position =
+        (p.causal && s1 - 1 > t0) ||
+        (p.window >= 0 && (t1 - 1 - s0 >= p.window || s1 - 1 - t0 >= p.window));
+    if (p.mask.data != nullptr) {
+      bool kept = false, dropped = false;
+      ScanMask(b, n, t0, t1 - t0, s0, s1 - s0, &kept, &dropped);
+      if (!kept) {
+        w.skip = true;
+        return w;
+      }
+      w.read_mask = dropped;
     }
-    if (p.causal && s1 - 1 > t0) return false;
-    if (p.window >= 0 &&
-        (t1 - 1 - s0 >= p.window || s1 - 1 - t0 >= p.window)) {
-      return false;
+    w.finish = w.read_mask || w.check_position || p.bias.data != nullptr ||
+               p.softcap > 0;
+    return w;
+  }
+
+  // Whether the mask keeps any (t, s) of the tile, and drops any. A mask
+  // broadcast over queries (keras-hub's padding) is read for one row only.
+  void ScanMask(int64_t b, int64_t n, int64_t t0, int64_t rows, int64_t s0,
+                int64_t cols, bool* kept, bool* dropped) const {
+    // bool is one byte, 0 or 1: read as bytes so the loops vectorise.
+    const uint8_t* base = static_cast<const uint8_t*>(p.mask.data) +
+                          p.BroadcastOffset(p.mask, b, n, t0, s0);
+    const int64_t ts = p.mask.strides[2], ms = p.mask.strides[3];
+    const int64_t scan_rows = ts == 0 ? 1 : rows;
+    const int64_t scan_cols = ms == 0 ? 1 : cols;
+    unsigned any = 0, all = 1;
+    for (int64_t r = 0; r < scan_rows && (any == 0 || all == 1); ++r) {
+      const uint8_t* m = base + r * ts;
+      if (ms == 1) {
+        for (int64_t c = 0; c < scan_cols; ++c) {
+          any |= m[c];
+          all &= m[c];
+        }
+      } else {
+        for (int64_t c = 0; c < scan_cols; ++c) {
+          any |= m[c * ms];
+          all &= m[c * ms];
+        }
+      }
     }
-    return true;
+    *kept = any != 0;
+    *dropped = all == 0;
   }
 
   // The logits of a tile (`s` holds scale q.k, rows x cols, ld kKeyBlock)
   // made final: bias added, soft-capped (g: the cap's derivative, if asked),
-  // -inf where not kept. kept_any[r] is set where row r keeps a key.
-  void Finish(C* s, C* g, int64_t b, int64_t n, int64_t t0, int64_t rows,
-              int64_t s0, int64_t cols, bool* kept_any) const {
-    const bool* mask = static_cast<const bool*>(p.mask.data);
+  // -inf where not kept (by the mask where w.read_mask, by position where
+  // w.check_position). kept_any[r] is set where row r keeps a key.
+  void Finish(const TileWork& w, C* s, C* g, int64_t b, int64_t n, int64_t t0,
+              int64_t rows, int64_t s0, int64_t cols, bool* kept_any) const {
+    const uint8_t* mask = static_cast<const uint8_t*>(p.mask.data);
     const Stored* bias = static_cast<const Stored*>(p.bias.data);
     const C cap = p.softcap;
+    const int64_t ms = p.mask.strides[3];
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t t = t0 + r;
       C* row = s + r * kKeyBlock;
@@ -319,18 +367,26 @@ struct Engine {
           if (g != nullptr) grow[c] = 1 - th * th;
         }
       }
-      bool any = false;
-      const bool* mrow =
-          mask == nullptr ? nullptr
-                          : mask + p.BroadcastOffset(p.mask, b, n, t, s0);
-      const int64_t ms = p.mask.strides[3];
-      for (int64_t c = 0; c < cols; ++c) {
-        const bool kept = (mrow == nullptr || mrow[c * ms]) &&
-                          p.KeptByPosition(t, s0 + c);
-        any |= kept;
-        row[c] = kept ? row[c] : NegInf<C>();
+      const uint8_t* mrow =
+          w.read_mask ? mask + p.BroadcastOffset(p.mask, b, n, t, s0)
+                      : nullptr;
+      unsigned any = 0;
+      if (!w.read_mask && !w.check_position) {
+        any = 1;
+      } else if (!w.check_position && ms == 1) {  // the common mask: a loop
+        for (int64_t c = 0; c < cols; ++c) {     // that vectorises
+          any |= mrow[c];
+          row[c] = mrow[c] ? row[c] : NegInf<C>();
+        }
+      } else {
+        for (int64_t c = 0; c < cols; ++c) {
+          const bool kept = (mrow == nullptr || mrow[c * ms]) &&
+                            p.KeptByPosition(t, s0 + c);
+          any |= kept;
+          row[c] = kept ? row[c] : NegInf<C>();
+        }
       }
-      kept_any[r] |= any;
+      kept_any[r] |= any != 0;
     }
   }
 
@@ -388,12 +444,14 @@ struct Engine {
       const C* vv = panels.V(kv);
       for (int64_t s0 = lo; s0 < hi; s0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, hi - s0);
+        const TileWork w = Classify(b, n, t0, t1, s0, s0 + cols);
+        if (w.skip) continue;  // every key masked: weights 0
         gemm(rows, cols, D, qs.get(), D, 1, kt + s0, p.kv_len, s.get(),
                kKeyBlock, false);
-        if (TileIsPlain(t0, t1, s0, s0 + cols)) {
-          for (int64_t r = 0; r < rows; ++r) kept_any[r] = true;
+        if (w.finish) {
+          Finish(w, s.get(), nullptr, b, n, t0, rows, s0, cols, kept_any);
         } else {
-          Finish(s.get(), nullptr, b, n, t0, rows, s0, cols, kept_any);
+          for (int64_t r = 0; r < rows; ++r) kept_any[r] = true;
         }
         for (int64_t r = 0; r < rows; ++r) {
           C* row = s.get() + r * kKeyBlock;
@@ -492,11 +550,12 @@ struct Engine {
         QueryRange(s0, s0 + cols, &lo, &hi);
         for (int64_t t0 = lo; t0 < hi; t0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, hi - t0);
+          const TileWork w = Classify(b, n, t0, t0 + rows, s0, s0 + cols);
+          if (w.skip) continue;  // weights 0: nothing reaches any gradient
           gemm(rows, cols, D, qs.get() + t0 * D, D, 1, kt + s0, S, s.get(),
                  kKeyBlock, false);
-          const bool plain = TileIsPlain(t0, t0 + rows, s0, s0 + cols);
-          if (!plain) {
-            Finish(s.get(), g.get(), b, n, t0, rows, s0, cols, kept_any);
+          if (w.finish) {
+            Finish(w, s.get(), g.get(), b, n, t0, rows, s0, cols, kept_any);
           }
           // P = exp(logit - lse); a dead row's weights reach only dv
           // (dead_sum), so they are 0 here.
@@ -522,7 +581,7 @@ struct Engine {
             for (int64_t c = 0; c < cols; ++c) {
               row[c] = row[c] * (dprow[c] - dl);
             }
-            if (p.softcap > 0 && !plain) {
+            if (p.softcap > 0) {  // then every tile is finished
               const C* grow = g.get() + r * kKeyBlock;
               for (int64_t c = 0; c < cols; ++c) row[c] *= grow[c];
             }

@@ -70,16 +70,10 @@ ffi::Error MakeParams(const std::string& op, const ffi::AnyBuffer& q,
   p->softcap = softcap;
   p->causal = causal;
   p->window = window;
-  // A rank-0 bias is none (the op's contract); a rank-0 true mask keeps
-  // every key, which the engine then need not read.
-  p->bias.data = bias.dimensions().size() == 0 ? nullptr : bias.untyped_data();
-  p->mask.data = mask.untyped_data();
-#if !TF_OPS_WITH_CUDA
-  if (mask.dimensions().size() == 0 &&
-      *static_cast<const bool*>(mask.untyped_data())) {
-    p->mask.data = nullptr;
-  }
-#endif
+  SetMaskAndBias(static_cast<int>(mask.dimensions().size()),
+                 mask.untyped_data(),
+                 static_cast<int>(bias.dimensions().size()),
+                 bias.untyped_data(), /*mask_on_host=*/!TF_OPS_WITH_CUDA, p);
   return ffi::Error::Success();
 }
 

@@ -57,8 +57,9 @@ absl::Status ReadAttrs(OpKernelConstruction* ctx, const std::string& op,
   return CheckAttrs(op, a->scale, a->softcap, a->window);
 }
 
-// The params of one call from inputs 0-4 (query, key, value, mask, bias); a
-// scalar mask that is true, and a scalar bias, are no mask and no bias.
+// The params of one call from inputs 0-4 (query, key, value, mask, bias). The
+// inputs are in the device's memory: a GPU kernel's scalar mask is the
+// engine's to read (SetMaskAndBias).
 absl::Status ParamsOf(OpKernelContext* ctx, const std::string& op,
                       const Attrs& a, AttentionParams* p) {
   const Tensor& mask = ctx->input(3);
@@ -71,9 +72,9 @@ absl::Status ParamsOf(OpKernelContext* ctx, const std::string& op,
   p->softcap = a.softcap;
   p->causal = a.causal;
   p->window = a.window;
-  const bool no_mask = mask.dims() == 0 && mask.scalar<bool>()();
-  p->mask.data = no_mask ? nullptr : mask.tensor_data().data();
-  p->bias.data = bias.dims() == 0 ? nullptr : bias.tensor_data().data();
+  SetMaskAndBias(mask.dims(), mask.tensor_data().data(), bias.dims(),
+                 bias.tensor_data().data(), /*mask_on_host=*/!TF_OPS_WITH_CUDA,
+                 p);
   return absl::OkStatus();
 }
 
