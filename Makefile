@@ -40,6 +40,10 @@ export CMAKE_CUDA_COMPILER_LAUNCHER ?= $(CCACHE)
 # Paths under the tree are hashed relative to it, so another clone or worktree of the same
 # sources hits the same cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
+# Builds with debug info (the sanitizer programs: -g1) would otherwise hash the build
+# folder too, so another clone (CI's) missed every one of them; the line tables name the
+# sources relative to it either way.
+export CCACHE_NOHASHDIR ?= true
 # The libraries precompile TensorFlow's headers (CMakeLists.txt, TF_OPS_PCH): ccache caches
 # a compile that uses a precompiled header only with these.
 export CCACHE_SLOPPINESS ?= pch_defines,time_macros,include_file_mtime,include_file_ctime

@@ -144,14 +144,18 @@ inline absl::Status CheckAttention(const std::string& op, const Dims& q,
 // The data of the mask and bias, by the op's rule for them: a rank-0 bias is
 // none (a constant added to every logit changes no probability, and its
 // gradient is 0), and a rank-0 mask that is true keeps every key, so the
-// engine need not read it. `mask_on_host` is false where the mask is in GPU
-// memory: a scalar there is never read by the host, the engine reads it as
-// any broadcast mask (strides 0).
+// engine need not read it. The GPU library's inputs are in GPU memory: there a
+// scalar mask is never read by the host, the engine reads it as any broadcast
+// mask (strides 0).
 inline void SetMaskAndBias(int mask_rank, const void* mask, int bias_rank,
-                           const void* bias, bool mask_on_host,
-                           AttentionParams* p) {
+                           const void* bias, AttentionParams* p) {
+#if TF_OPS_WITH_CUDA
+  constexpr bool kMaskOnHost = false;
+#else
+  constexpr bool kMaskOnHost = true;
+#endif
   p->bias.data = bias_rank == 0 ? nullptr : bias;
-  const bool keeps_all = mask_rank == 0 && mask_on_host &&
+  const bool keeps_all = kMaskOnHost && mask_rank == 0 &&
                          *static_cast<const bool*>(mask);
   p->mask.data = keeps_all ? nullptr : mask;
 }

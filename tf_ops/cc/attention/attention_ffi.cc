@@ -73,7 +73,7 @@ ffi::Error MakeParams(const std::string& op, const ffi::AnyBuffer& q,
   SetMaskAndBias(static_cast<int>(mask.dimensions().size()),
                  mask.untyped_data(),
                  static_cast<int>(bias.dimensions().size()),
-                 bias.untyped_data(), /*mask_on_host=*/!TF_OPS_WITH_CUDA, p);
+                 bias.untyped_data(), p);
   return ffi::Error::Success();
 }
 

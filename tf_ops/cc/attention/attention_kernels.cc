@@ -73,8 +73,7 @@ absl::Status ParamsOf(OpKernelContext* ctx, const std::string& op,
   p->causal = a.causal;
   p->window = a.window;
   SetMaskAndBias(mask.dims(), mask.tensor_data().data(), bias.dims(),
-                 bias.tensor_data().data(), /*mask_on_host=*/!TF_OPS_WITH_CUDA,
-                 p);
+                 bias.tensor_data().data(), p);
   return absl::OkStatus();
 }
 
