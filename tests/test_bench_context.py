@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tf_ops.bench import context, model_zoo
+from tf_ops.bench.models import splice_table
 
 
 def _fake(monkeypatch, limit: int, mib_per_token: float = 1.0):
@@ -51,8 +52,8 @@ def test_a_search_that_reaches_its_cap_is_a_lower_bound(monkeypatch):
 
 def test_the_readme_holds_the_tables_markers():
     readme = (context.REPO_ROOT / "README.md").read_text()
-    spliced = context._splice(readme, "TABLE\n")
-    assert "TABLE" in spliced and spliced.count(context._MARKERS[0]) == 1
+    spliced = splice_table(readme, "TABLE\n", context.MARKERS)
+    assert "TABLE" in spliced and spliced.count(context.MARKERS[0]) == 1
 
 
 def test_the_long_context_models_are_the_searched_ones():

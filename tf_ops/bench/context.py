@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = "build/bench-context"
-_MARKERS = ("<!-- context-table -->", "<!-- /context-table -->")
+MARKERS = ("<!-- context-table -->", "<!-- /context-table -->")
 
 
 def _parse(argv):
@@ -158,30 +158,16 @@ def markdown(results: list[dict], budget_gib: float, machine: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _splice(readme: str, table: str) -> str:
-    start, end = _MARKERS
-    if start not in readme or end not in readme:
-        raise SystemExit(f"README.md has no {start} ... {end} markers")
-    head, rest = readme.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{table}{end}{tail}"
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.probe:
         name, seq, patched = args.probe
         print(json.dumps(_probe(name, int(seq), patched == "1")))
         return 0
-    import platform
+    from tf_ops.bench.machine import cpu_name
+    from tf_ops.bench.models import splice_table
 
-    machine = f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-        machine = f"{os.cpu_count()} cores, {model}"
-    except (OSError, StopIteration):
-        pass
+    machine = f"{os.cpu_count()} cores, {cpu_name()}"
     budget_mib = args.budget_gib * 1024
     results = []
     for name in args.models:
@@ -197,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.docs:
         readme = REPO_ROOT / "README.md"
-        readme.write_text(_splice(readme.read_text(), table))
+        readme.write_text(splice_table(readme.read_text(), table, MARKERS))
     return 0
 
 

@@ -300,12 +300,15 @@ def load_rows(paths: list[str]) -> tuple[list[Row], dict]:
 TABLE_START, TABLE_END = "<!-- models-table -->", "<!-- /models-table -->"
 
 
-def splice_table(readme: str, table: str) -> str:
-    """`readme` with what lies between its table markers replaced by `table`."""
-    start, end = readme.find(TABLE_START), readme.find(TABLE_END)
+def splice_table(readme: str, table: str,
+                 markers: tuple[str, str] = (TABLE_START, TABLE_END)) -> str:
+    """`readme` with what lies between its table markers (the model table's unless
+    given) replaced by `table`."""
+    (first, last) = markers
+    start, end = readme.find(first), readme.find(last)
     if start < 0 or end < start:
-        raise ValueError(f"README.md has no {TABLE_START} ... {TABLE_END} markers")
-    return readme[:start + len(TABLE_START)] + "\n" + table + readme[end:]
+        raise ValueError(f"README.md has no {first} ... {last} markers")
+    return readme[:start + len(first)] + "\n" + table + readme[end:]
 
 
 def write_docs(rows: list[Row], machine: dict, chart: Path, root: Path) -> None:
