@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_ops.python.attention import functions as attention_fn
+from tf_ops.python.patch import keras_hub_masks
 from tf_ops.python.patch.keras_layers import floating
 
 MODELS = "keras_hub.src.models"
@@ -80,6 +81,9 @@ def make_dot_product_attention(original: Callable) -> Callable:
             mask = tf.convert_to_tensor(mask)
             if mask.dtype != tf.bool:
                 return keras_own()
+            form = keras_hub_masks.causal_and_keys(mask, q, k)
+            if form is not None:  # keras-hub's causal (+ padding) mask, without [B, T, S]
+                (mask,), is_causal = form, True
         from keras.src import backend  # the dtype rules of the original
 
         compute = backend.result_type(q.dtype, k.dtype, v.dtype)

@@ -11,7 +11,7 @@ with the reason), so landing one is filling in its ``replacement`` (none is pend
 from __future__ import annotations
 
 from tf_ops.python.patch import (attention, causal_lm, functional, keras_backend, keras_hub,
-                                 keras_hub_norms, keras_layers, optimizers)
+                                 keras_hub_masks, keras_hub_norms, keras_layers, optimizers)
 from tf_ops.python.group_norm import patch as group_norm
 from tf_ops.python.patch.entry import FAMILIES, Entry
 
@@ -95,6 +95,10 @@ ENTRIES: tuple[Entry, ...] = (
             "true on the CPU too (without attention dropout)", requires="keras_hub",
             label=f"keras_hub {owner.split(':')[1]}._use_fused_attention_op")
       for owner in attention.hub_targets()[1]),
+    Entry(keras_hub_masks.TARGET, ("attention",), keras_hub_masks.replacement,
+          "marked, so the fused op takes the mask as causal + key padding: no [batch, T, S] "
+          "mask computed", requires="keras_hub", discover=keras_hub_masks.discover,
+          label="keras_hub compute_causal_mask / merge_padding_and_attention_mask"),
     Entry(f"{_NN}:softmax", ("softmax",), keras_backend.make_softmax, "TfOps>Softmax",
           label="keras activation 'softmax'"),
     # --- loss --------------------------------------------------------------------------
