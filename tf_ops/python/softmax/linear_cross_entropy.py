@@ -47,7 +47,7 @@ _MIN_CHUNK_ELEMENTS = 1 << 20
 # (default_chunk_size).
 _LARGE_VOCAB = 100_000
 # fast_chunk_size: a chunk's logits take at most max(the kernel's size, this many).
-_FAST_CHUNK_ELEMENTS = 1 << 24
+_FAST_CHUNK_ELEMENTS = 1 << 23
 # From this many rows a chunk's matmuls run as large ones (no transposed forms).
 _LARGE_CHUNK_ROWS = 256
 # A chunk's kernel gradient is computed and added in blocks: at least _BLOCKS of them,
@@ -92,7 +92,7 @@ def default_chunk_size(rows: int, vocab: int, hidden: int = 512) -> int:
 
 def fast_chunk_size(vocab: int, hidden: int) -> int:
     """Rows per chunk for speed: a chunk's logits take at most as much memory as the
-    kernel's gradient (``hidden`` rows), or 16M logits (64 MiB of float32) where that is
+    kernel's gradient (``hidden`` rows), or 8M logits (32 MiB of float32) where that is
     more. Few, large matmuls, as fast as the unchunked head or faster (measured: keras-hub
     LLaMA and GPT-2 at 1024 tokens, 1.1-1.15x the composite's step), while the head's
     memory stays bounded by about twice the kernel's gradient whatever the number of
@@ -101,7 +101,7 @@ def fast_chunk_size(vocab: int, hidden: int) -> int:
 
     Example:
       >>> fast_chunk_size(32000, 512), fast_chunk_size(8000, 512)
-      (524, 2097)
+      (524, 1048)
     """
     return int(max(hidden, _FAST_CHUNK_ELEMENTS // max(vocab, 1), 16))
 
