@@ -13,10 +13,12 @@
 // buffers, summed over the group in head order afterwards: no atomics, and a
 // result that does not depend on the threads.
 //
-// Key and value are first packed once per key/value head into float panels
-// (K^T, K, V, V^T as each product needs them), so the products read
-// contiguous float rows: every product is C += A B with B's rows contiguous,
-// one register-blocked kernel (Gemm below) for all of them.
+// Each thread packs the key/value head its work reads into float panels
+// (K^T, K, V, V^T as each product needs them), again only when the head
+// changes, so the products read contiguous float rows: every product is
+// C += A B with B's rows contiguous, one register-blocked kernel (Gemm below)
+// for all of them. The panels are one head's per thread, not every head's:
+// memory beyond the inputs and outputs does not grow with batch or heads.
 
 #include "tf_ops/cc/attention/attention_cpu.h"
 
@@ -211,21 +213,27 @@ std::unique_ptr<C[]> Buffer(int64_t n) {
   return std::unique_ptr<C[]>(new C[std::max<int64_t>(n, 1)]);
 }
 
-// Per key/value head: the float panels the products read.
+// One key/value head's float panels, the products' operands: K^T [D, S],
+// K [S, D], V [S, Dv], V^T [Dv, S] (those a pass reads) and V's mean.
 template <typename C>
 struct Panels {
   int64_t S, D, Dv;
-  C* base;  // [B * K] x (K^T [D, S] | K [S, D] | V [S, Dv] | V^T [Dv, S])
   bool with_k, with_v, with_vt;
+  int64_t head = -1;  // the key/value head (b * K + kh) packed; -1: none yet
+  std::unique_ptr<C[]> base;
+
+  Panels(const AttentionParams& p, bool k, bool v, bool vt)
+      : S(p.kv_len), D(p.head_dim), Dv(p.value_dim), with_k(k), with_v(v),
+        with_vt(vt), base(new C[Stride()]) {}
   int64_t Stride() const {
     return S * D + (with_k ? S * D : 0) + (with_v ? S * Dv : 0) +
            (with_vt ? S * Dv : 0) + Dv;
   }
-  C* KT(int64_t head) const { return base + head * Stride(); }
-  C* K(int64_t head) const { return KT(head) + S * D; }
-  C* V(int64_t head) const { return K(head) + (with_k ? S * D : 0); }
-  C* VT(int64_t head) const { return V(head) + (with_v ? S * Dv : 0); }
-  C* VMean(int64_t head) const { return VT(head) + (with_vt ? S * Dv : 0); }
+  C* KT() const { return base.get(); }
+  C* K() const { return KT() + S * D; }
+  C* V() const { return K() + (with_k ? S * D : 0); }
+  C* VT() const { return V() + (with_v ? S * Dv : 0); }
+  C* VMean() const { return VT() + (with_vt ? S * Dv : 0); }
 };
 
 // A product C (+)= A B as Gemm<C, kBytes>::Run, compiled once per instruction
@@ -249,30 +257,33 @@ struct Engine {
     return (p.q_len + kQueryBlock - 1) / kQueryBlock;
   }
 
-  // Panels of key/value head `unit` (b * K + kh).
-  void Pack(const Panels<C>& panels, const Stored* k, const Stored* v,
+  // Packs key/value head `unit` (b * K + kh) into `panels`, unless they hold
+  // it already.
+  void Pack(Panels<C>& panels, const Stored* k, const Stored* v,
             int64_t unit) const {
+    if (panels.head == unit) return;
+    panels.head = unit;
     const int64_t b = unit / p.kv_heads, kh = unit % p.kv_heads;
     const int64_t S = p.kv_len, D = p.head_dim, Dv = p.value_dim;
-    C* kt = panels.KT(unit);
+    C* kt = panels.KT();
     for (int64_t s = 0; s < S; ++s) {
       const Stored* row = k + p.KOffset(b, s, kh);
       for (int64_t d = 0; d < D; ++d) kt[d * S + s] = St::Load(row[d]);
       if (panels.with_k) {
-        C* out = panels.K(unit) + s * D;
+        C* out = panels.K() + s * D;
         for (int64_t d = 0; d < D; ++d) out[d] = St::Load(row[d]);
       }
     }
-    C* mean = panels.VMean(unit);
+    C* mean = panels.VMean();
     for (int64_t d = 0; d < Dv; ++d) mean[d] = 0;
     for (int64_t s = 0; s < S; ++s) {
       const Stored* row = v + p.VOffset(b, s, kh);
       if (panels.with_v) {
-        C* out = panels.V(unit) + s * Dv;
+        C* out = panels.V() + s * Dv;
         for (int64_t d = 0; d < Dv; ++d) out[d] = St::Load(row[d]);
       }
       if (panels.with_vt) {
-        C* vt = panels.VT(unit);
+        C* vt = panels.VT();
         for (int64_t d = 0; d < Dv; ++d) vt[d * S + s] = St::Load(row[d]);
       }
       for (int64_t d = 0; d < Dv; ++d) mean[d] += St::Load(row[d]);
@@ -412,9 +423,10 @@ struct Engine {
     }
   }
 
-  void ForwardUnits(const Panels<C>& panels, const Stored* q, Stored* out,
-                    C* lse, int64_t begin, int64_t end) const {
+  void ForwardUnits(const Stored* q, const Stored* k, const Stored* v,
+                    Stored* out, C* lse, int64_t begin, int64_t end) const {
     const int64_t D = p.head_dim, Dv = p.value_dim;
+    Panels<C> panels(p, false, true, false);
     auto qs = Buffer<C>(kQueryBlock * D);
     auto s = Buffer<C>(kQueryBlock * kKeyBlock);
     auto acc = Buffer<C>(kQueryBlock * Dv);
@@ -440,8 +452,9 @@ struct Engine {
       }
       int64_t lo, hi;
       KeyRange(t0, t1, &lo, &hi);
-      const C* kt = panels.KT(kv);
-      const C* vv = panels.V(kv);
+      Pack(panels, k, v, kv);
+      const C* kt = panels.KT();
+      const C* vv = panels.V();
       for (int64_t s0 = lo; s0 < hi; s0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, hi - s0);
         const TileWork w = Classify(b, n, t0, t1, s0, s0 + cols);
@@ -471,7 +484,7 @@ struct Engine {
         gemm(rows, Dv, cols, s.get(), kKeyBlock, 1, vv + s0 * Dv, Dv,
                acc.get(), Dv, true);
       }
-      const C* mean = panels.VMean(kv);
+      const C* mean = panels.VMean();
       for (int64_t r = 0; r < rows; ++r) {
         Stored* o = out + p.OutOffset(b, t0 + r, n);
         C* lse_row = lse + p.LseOffset(b, n, t0 + r);
@@ -491,13 +504,14 @@ struct Engine {
 
   // Backward of query heads [begin, end) (unit = b * N + n). dk_part and
   // dv_part: this head's [S, D] and [S, Dv] float rows.
-  void BackwardUnits(const Panels<C>& panels, const Stored* q,
+  void BackwardUnits(const Stored* q, const Stored* k, const Stored* v,
                      const Stored* out, const Stored* dout, const C* lse,
                      Stored* dq, Stored* dk, Stored* dv, C* dk_part,
                      C* dv_part, int64_t begin, int64_t end) const {
     const int64_t T = p.q_len, S = p.kv_len, D = p.head_dim,
                   Dv = p.value_dim;
     const bool grouped = p.group() > 1;
+    Panels<C> panels(p, true, false, true);
     auto qs = Buffer<C>(T * D);
     auto dos = Buffer<C>(T * Dv);
     auto delta = Buffer<C>(T);
@@ -535,9 +549,10 @@ struct Engine {
         }
       }
       const C dead_share = any_dead ? C(1) / static_cast<C>(S) : C(0);
-      const C* kt = panels.KT(kv);
-      const C* kk = panels.K(kv);
-      const C* vt = panels.VT(kv);
+      Pack(panels, k, v, kv);
+      const C* kt = panels.KT();
+      const C* kk = panels.K();
+      const C* vt = panels.VT();
       for (int64_t s0 = 0; s0 < S; s0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, S - s0);
         std::fill(dkb.get(), dkb.get() + cols * D, C(0));
@@ -653,8 +668,7 @@ struct Engine {
 struct ForwardCall {
   Dtype dtype;
   const AttentionParams* p;
-  const void* panels;  // Panels<C> of the compute type
-  const void* q;
+  const void *q, *k, *v;
   void* out;
   void* lse;
 };
@@ -662,8 +676,7 @@ struct ForwardCall {
 struct BackwardCall {
   Dtype dtype;
   const AttentionParams* p;
-  const void* panels;
-  const void *q, *out, *dout, *lse;
+  const void *q, *k, *v, *out, *dout, *lse;
   void *dq, *dk, *dv;
   void *dk_part, *dv_part;
 };
@@ -684,8 +697,8 @@ void RunForward(St, const ForwardCall& c, int64_t begin, int64_t end,
   using C = typename E::C;
   using Stored = typename St::Stored;
   E{*c.p, Pick<C>(gf, gd)}.ForwardUnits(
-      *static_cast<const Panels<C>*>(c.panels),
-      static_cast<const Stored*>(c.q), static_cast<Stored*>(c.out),
+      static_cast<const Stored*>(c.q), static_cast<const Stored*>(c.k),
+      static_cast<const Stored*>(c.v), static_cast<Stored*>(c.out),
       static_cast<C*>(c.lse), begin, end);
 }
 
@@ -703,8 +716,8 @@ void RunBackward(St, const BackwardCall& c, int64_t begin, int64_t end,
     dv_part += begin * p.kv_len * p.value_dim;
   }
   E{p, Pick<C>(gf, gd)}.BackwardUnits(
-      *static_cast<const Panels<C>*>(c.panels),
-      static_cast<const Stored*>(c.q), static_cast<const Stored*>(c.out),
+      static_cast<const Stored*>(c.q), static_cast<const Stored*>(c.k),
+      static_cast<const Stored*>(c.v), static_cast<const Stored*>(c.out),
       static_cast<const Stored*>(c.dout), static_cast<const C*>(c.lse),
       static_cast<Stored*>(c.dq), static_cast<Stored*>(c.dk),
       static_cast<Stored*>(c.dv), dk_part, dv_part, begin, end);
@@ -758,56 +771,21 @@ int64_t TileCost(const AttentionParams& p, int64_t rows) {
 }
 
 template <typename C>
-void PackAll(Dtype dtype, const AttentionParams& p, const Panels<C>& panels,
-             const void* k, const void* v, const ParallelFor& parallel_for) {
-  parallel_for(p.batch * p.kv_heads,
-               p.kv_len * (p.head_dim + p.value_dim) * 4,
-               [&](int64_t begin, int64_t end) {
-                 cpu_storage::WithStorage(dtype, [&](auto st) {
-                   using St = decltype(st);
-                   using Stored = typename St::Stored;
-                   if constexpr (std::is_same_v<typename Engine<St>::C, C>) {
-                     for (int64_t u = begin; u < end; ++u) {
-                       Engine<St>{p}.Pack(panels,
-                                          static_cast<const Stored*>(k),
-                                          static_cast<const Stored*>(v), u);
-                     }
-                   }
-                 });
-               });
-}
-
-template <typename C>
 void ForwardIn(Dtype dtype, const AttentionParams& p, const void* q,
                const void* k, const void* v, void* out, void* lse,
                const ParallelFor& parallel_for) {
-  Panels<C> panels{p.kv_len, p.head_dim, p.value_dim, nullptr,
-                   false, true, false};
-  auto storage = Buffer<C>(p.batch * p.kv_heads * panels.Stride());
-  panels.base = storage.get();
-  PackAll<C>(dtype, p, panels, k, v, parallel_for);
   const int64_t blocks = (p.q_len + kQueryBlock - 1) / kQueryBlock;
-  ForwardCall call{dtype, &p, &panels, q, out, lse};
+  ForwardCall call{dtype, &p, q, k, v, out, lse};
   parallel_for(p.batch * p.heads * blocks,
                TileCost(p, std::min(kQueryBlock, p.q_len)),
                [&](int64_t begin, int64_t end) { Forward(call, begin, end); });
 }
 
-template <typename C>
-Panels<C> BackwardPanels(const AttentionParams& p, void* scratch) {
-  Panels<C> panels{p.kv_len, p.head_dim, p.value_dim, static_cast<C*>(scratch),
-                   true, false, true};
-  return panels;
-}
-
+// Scratch: the heads' dk, dv partials where a group shares key/value heads.
 template <typename C>
 int64_t BackwardScratchElements(const AttentionParams& p) {
-  const Panels<C> panels = BackwardPanels<C>(p, nullptr);
-  int64_t n = p.batch * p.kv_heads * panels.Stride();
-  if (p.group() > 1) {
-    n += p.batch * p.heads * p.kv_len * (p.head_dim + p.value_dim);
-  }
-  return n;
+  if (p.group() == 1) return 0;
+  return p.batch * p.heads * p.kv_len * (p.head_dim + p.value_dim);
 }
 
 template <typename C>
@@ -815,15 +793,13 @@ void BackwardIn(Dtype dtype, const AttentionParams& p, const void* q,
                 const void* k, const void* v, const void* out,
                 const void* dout, const void* lse, void* dq, void* dk,
                 void* dv, void* scratch, const ParallelFor& parallel_for) {
-  const Panels<C> panels = BackwardPanels<C>(p, scratch);
-  PackAll<C>(dtype, p, panels, k, v, parallel_for);
   C* dk_part = nullptr;
   C* dv_part = nullptr;
   if (p.group() > 1) {
-    dk_part = static_cast<C*>(scratch) + p.batch * p.kv_heads * panels.Stride();
+    dk_part = static_cast<C*>(scratch);
     dv_part = dk_part + p.batch * p.heads * p.kv_len * p.head_dim;
   }
-  BackwardCall call{dtype, &p, &panels, q, out, dout, lse,
+  BackwardCall call{dtype, &p, q, k, v, out, dout, lse,
                     dq, dk, dv, dk_part, dv_part};
   parallel_for(p.batch * p.heads, 3 * TileCost(p, p.q_len),
                [&](int64_t begin, int64_t end) { Backward(call, begin, end); });
