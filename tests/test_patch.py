@@ -121,6 +121,29 @@ def test_activations_by_name_function_and_layer():
     assert len(left) == 2 and all(d.startswith("TensorFlow's Relu") for d in left), left
 
 
+def test_keras_hub_quick_gelu_runs_swish():
+    """CLIP's ``quick_gelu`` (x * sigmoid(1.702 x)) is swish with beta 1.702: its
+    Activation layer, inside CLIP's subclassed encoder layer, runs TfOps>Swish, with
+    stock's values; the summary says so."""
+    pytest.importorskip("keras_hub")
+    from keras_hub.src.models.clip.clip_layers import quick_gelu
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((7,))
+    hidden = keras.layers.Dense(8, use_bias=False, name="no_bias")(inputs)  # for gradients
+    model = keras.Model(inputs, keras.layers.Activation(quick_gelu, name="act")(hidden))
+    data = RNG.normal(0, 3, (6, 7)).astype("float32")
+    assert_close(*stock_and_patched(model, data, only=("activation",)))
+    ops = fused_op_types(model, data, only=("activation",))
+    assert "TfOps>Swish" in ops and "TfOps>SwishGrad" in ops, ops
+    with tf_ops.patch_keras(only=("activation",)):
+        fused = {r.layers: r.detail for r in tf_ops.patch_summary(model).fused}
+    assert fused.get("act") == "tf_ops swish", fused
+    # Keras's own activations keep their path and their report: ReLU stays TensorFlow's.
+    relu = keras.Sequential([keras.Input((7,)), keras.layers.Activation("relu")])
+    assert not fused_op_types(relu, data, only=("activation",))
+
+
 @pytest.mark.parametrize("activation", ["gelu", "relu", keras.activations.swish, "tanh", None])
 def test_dense_fuses_bias_and_activation(activation):
     keras.utils.set_random_seed(0)

@@ -21,6 +21,7 @@ or `tf_ops.patch_summary`).
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Iterable
 
 import keras
@@ -45,10 +46,19 @@ def _available(entry: Entry) -> bool:
         else:
             _unavailable[package] = ""
             if package == "keras_hub":
-                for target, alias in keras_hub.ALIASES.items():
-                    owner, name = state.resolve_target(target)
-                    activations.ALIASES[getattr(owner, name)] = alias
+                _register_keras_hub_aliases()
     return not _unavailable.get(package)
+
+
+def _register_keras_hub_aliases() -> None:
+    """keras-hub's functions that are tf_ops activations (`keras_hub.ALIASES`), for the
+    activation and dense families, whichever families are patched."""
+    for target, alias in keras_hub.ALIASES.items():
+        try:
+            owner, name = state.resolve_target(target)
+        except (ImportError, AttributeError):  # not in this keras-hub
+            continue
+        activations.ALIASES[getattr(owner, name)] = alias
 
 
 def _families(only: Iterable[str] | None, exclude: Iterable[str]) -> tuple[str, ...]:
@@ -74,6 +84,8 @@ class KerasPatch:
     def __init__(self, families: tuple[str, ...]):
         self.families = families
         self._active = True
+        if "keras_hub" in sys.modules:  # its functions may be in models already built
+            _register_keras_hub_aliases()
         state.change(families, +1, ENTRIES, _available)
 
     @property

@@ -43,6 +43,26 @@ def of_function(fn: Any) -> ActivationSpec | None:
         return None
 
 
+ACTIVATION_CALL = "keras.src.layers.activations.activation:Activation.call"
+
+
+def make_activation_call(original: Callable) -> Callable:
+    """``Activation.call`` for a function of another package that is a tf_ops activation
+    (`ALIASES`: keras-hub's ``gelu_approximate``, CLIP's ``quick_gelu``): its kernel,
+    which Keras's backend functions (patched themselves) never reach. Any other
+    activation runs Keras's call."""
+
+    def call(self, inputs):
+        from tf_ops.python.patch.keras_layers import floating
+
+        alias = ALIASES.get(self.activation)
+        if alias is None or not floating(inputs):
+            return original(self, inputs)
+        return resolve(alias[0], **alias[1]).apply(inputs)
+
+    return call
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None

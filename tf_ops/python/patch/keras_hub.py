@@ -6,8 +6,8 @@ keras-hub's decoder models normalise with layers of their own rather than Keras'
 layer's compute dtype (Qwen 3's to the input's dtype), Gemma's with ``1 + scale``. Their
 ``call`` becomes one ``TfOps>RmsNorm`` (`make_rms_norm_call`). GPT-2 and BERT use
 keras-hub's ``gelu_approximate`` as the feed-forward Dense's activation, which tf_ops
-knows as ``gelu(approximate=True)`` (`ALIASES`), so that Dense fuses its bias and
-activation. keras-hub's attention runs Keras's ``Softmax`` layer or
+knows as ``gelu(approximate=True)`` (`ALIASES`; CLIP's ``quick_gelu`` is ``swish`` with
+beta 1.702), so that Dense fuses its bias and activation. keras-hub's attention runs Keras's ``Softmax`` layer or
 ``ops.dot_product_attention``, patched with Keras's. Their rotary position embedding,
 ``RotaryEmbedding`` (Mistral, Gemma, Qwen, ...) and its subclass ``LlamaRotaryEmbedding``
 (LLaMA: it inherits ``call`` and computes its own frequencies), becomes one
@@ -44,7 +44,13 @@ RMS_NORMS: tuple[tuple[str, float, str], ...] = (
 )
 
 # keras-hub's activation functions that are tf_ops activations: where -> (name, attributes).
-ALIASES = {"keras_hub.src.utils.keras_utils:gelu_approximate": ("gelu", {"approximate": True})}
+# CLIP's quick_gelu, x * sigmoid(1.702 x), is swish with beta 1.702. A module missing
+# from the installed keras-hub is skipped.
+ALIASES = {
+    "keras_hub.src.utils.keras_utils:gelu_approximate": ("gelu", {"approximate": True}),
+    f"{MODELS}.clip.clip_layers:quick_gelu": ("swish", {"beta": 1.702}),
+    f"{MODELS}.metaclip_2.metaclip_2_layers:quick_gelu": ("swish", {"beta": 1.702}),
+}
 
 
 def make_rms_norm_call(offset: float, output: str) -> Callable[[Callable], Callable]:

@@ -129,7 +129,9 @@ def _describe(layer, entries) -> tuple[str, str] | None:
     op covers."""
     if type(layer).__module__.startswith("tf_ops."):
         return "fused", "a tf_ops layer"
-    if _patched_by(layer) is not None:
+    # Activation.call's entry runs only aliases (activations.ALIASES): an activation
+    # layer is described by what it computes, below.
+    if _patched_by(layer) not in (None, activations.ACTIVATION_CALL):
         for cls, reason_left, does in _REASONS:
             if isinstance(layer, cls):
                 why = reason_left(layer)

@@ -10,7 +10,7 @@ with the reason), so landing one is filling in its ``replacement`` (none is pend
 
 from __future__ import annotations
 
-from tf_ops.python.patch import (attention, causal_lm, functional, keras_backend, keras_hub,
+from tf_ops.python.patch import (activations, attention, causal_lm, functional, keras_backend, keras_hub,
                                  keras_hub_masks, keras_hub_norms, keras_layers, optimizers)
 from tf_ops.python.group_norm import patch as group_norm
 from tf_ops.python.patch.entry import FAMILIES, Entry
@@ -26,6 +26,9 @@ ENTRIES: tuple[Entry, ...] = (
       for name, (fn, _) in keras_backend.ACTIVATIONS.items()),
     Entry(keras_backend.MISH, ("activation",), keras_backend.make_mish,
           "tf_ops.mish", label="keras activation 'mish'"),
+    Entry(activations.ACTIVATION_CALL, ("activation",), activations.make_activation_call,
+          "another package's function that is a tf_ops activation (keras-hub's "
+          "gelu_approximate, CLIP's quick_gelu): its kernel", label="keras.layers.Activation"),
     # --- dense -------------------------------------------------------------------------
     Entry(functional.DENSE_CALL, ("dense",), keras_layers.make_dense_call,
           "matmul, then bias + activation in one TfOps>Bias{Act} op (forward and backward)",
