@@ -5,7 +5,7 @@ masked softmax), and against TensorFlow's matmul rate; with each candidate's pea
 allocator memory.
 
   python -m tf_ops.bench.attention [--cases causal2048 full2048 ...] [--dtypes float32]
-                                   [--budget-s 20]
+                                   [--budget-s 20] [--torch]
 
 A case is ``[batch, T, heads, head_dim]`` (keys as many as queries) with causal, none or
 a padding mask (keras-hub's ``[batch, 1, T, S]``). Candidates are timed in the same
@@ -14,7 +14,10 @@ tf_ops is faster). The FLOP rate counts the work done: 2 products forward and 5 
 (the weights recomputed) of 2 B N T S D each, the causal half once; "matmul" is a
 batched TF matmul of the same operand sizes, timed in the same rounds. Memory: the BFC
 allocator's peak during one step above what was in use before it (the command re-runs
-itself with ``TF_CPU_ALLOCATOR_USE_BFC=true``, as ``tf_ops.bench.models``).
+itself with ``TF_CPU_ALLOCATOR_USE_BFC=true``, as ``tf_ops.bench.models``). ``--torch``
+adds PyTorch's CPU flash attention (``scaled_dot_product_attention``) where torch is
+installed, in the same rounds; its memory is its resident set's growth during a step in a
+fresh process (`torch_peak_mib`).
 """
 
 from __future__ import annotations
@@ -102,7 +105,8 @@ def _peak_mib(fn) -> float:
     return max(max(peaks), 0) / 2**20
 
 
-def bench_case(name: str, dtype: str, budget_s: float, with_slow: bool) -> dict:
+def bench_case(name: str, dtype: str, budget_s: float, with_slow: bool,
+               with_torch: bool = False) -> dict:
     import tensorflow as tf
 
     import tf_ops
@@ -126,47 +130,79 @@ def bench_case(name: str, dtype: str, budget_s: float, with_slow: bool) -> dict:
     steps["matmul"] = tf.function(lambda: tf.matmul(qh, qh, transpose_b=True))
     calls = {key: (functools.partial(f, q, k, v, dout) if key != "matmul" else f)
              for key, f in steps.items()}
+    theirs = torch_step(case, dtype) if with_torch else None
+    if theirs is not None:
+        calls["torch"] = theirs
     timings = time_interleaved(calls, min_reps=3, max_reps=40, budget_s=budget_s)
     medians = {key: tm.median for key, tm in timings.items()}
     share = 0.5 if causal else 1.0
     product = 2.0 * b * n * t * t * d
-    memory = {key: _peak_mib(fn) for key, fn in calls.items() if key != "matmul"}
+    memory = {key: _peak_mib(fn) for key, fn in calls.items()
+              if key not in ("matmul", "torch")}
     return {"medians": medians, "memory": memory,
             "gflops": 7 * product * share / medians["tf_ops"] / 1e9,
             "matmul_gflops": product / medians["matmul"] / 1e9}
 
 
-def torch_flash(case, dtype: str, budget_s: float) -> dict | None:
-    """PyTorch's CPU flash attention on the same case, where torch is installed (never a
-    dependency): its median fwd+bwd time and peak (tracemalloc does not see torch's
-    allocator: None)."""
+def torch_step(case, dtype: str):
+    """One forward + backward of PyTorch's CPU flash attention
+    (``scaled_dot_product_attention``, heads-first) on the case, where torch is installed
+    (never a dependency); None without it."""
     try:
         import torch
     except ImportError:
         return None
-    import time
-
     b, t, n, d, kind = case
     dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
-    q, k, v = (torch.randn(b, n, t, d, dtype=dt, requires_grad=True) for _ in range(3))
-    dout = torch.randn(b, n, t, d, dtype=dt)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(b, n, t, d, dtype=dt, generator=gen, requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn(b, n, t, d, dtype=dt, generator=gen)
     mask = None
-    if kind == "padding":
-        mask = torch.ones(b, 1, t, t, dtype=torch.bool)
+    if kind == "padding":  # the TF candidates' [batch, 1, T, S] mask
+        _, _, _, _, tf_mask = _inputs(case, "float32")
+        mask = torch.from_numpy(tf_mask.numpy())
 
     def run():
+        for x in (q, k, v):
+            x.grad = None
         out = torch.nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=kind == "causal")
         out.backward(dout)
 
+    return run
+
+
+def torch_peak_mib(name: str, dtype: str) -> float | None:
+    """PyTorch's step peak in a fresh process: its resident set's high-water mark during
+    two steps (reset before them) above what it held before them, after a first step
+    (torch's CPU allocator keeps no statistics of its own). None without torch."""
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "tf_ops.bench.attention", "--torch-probe",
+                           name, dtype], capture_output=True, text=True)
+    lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
+    return json.loads(lines[-1])["mib"] if done.returncode == 0 and lines else None
+
+
+def _torch_probe(name: str, dtype: str) -> None:
+    import json
+
+    def status_kib(field: str) -> int:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith(field))
+
+    run = torch_step(CASES[name], dtype)
+    if run is None:
+        return
+    run()  # its threads, code and caches first: what a step itself takes is the question
+    before = status_kib("VmRSS:")
+    with open("/proc/self/clear_refs", "w") as f:  # the high-water mark from here (Linux)
+        f.write("5")
     run()
-    samples, start = [], time.perf_counter()
-    while time.perf_counter() - start < budget_s / 2 or len(samples) < 3:
-        s = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - s)
-    samples.sort()
-    return {"median": samples[len(samples) // 2]}
+    run()
+    print(json.dumps({"mib": max(status_kib("VmHWM:") - before, 0) / 1024}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,28 +217,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=20.0,
                         help="per case, all candidates")
     parser.add_argument("--torch", action="store_true",
-                        help="also time PyTorch's CPU flash attention (torch installed)")
+                        help="also PyTorch's CPU flash attention, in the same rounds "
+                             "(torch installed; never a dependency)")
+    parser.add_argument("--torch-probe", nargs=2, metavar=("CASE", "DTYPE"),
+                        help=argparse.SUPPRESS)  # torch_peak_mib's fresh process
     args = parser.parse_args(argv)
+    if args.torch_probe:
+        _torch_probe(*args.torch_probe)
+        return 0
     from tf_ops.bench.machine import cpu_name
 
     print(f"{cpu_name()}, {os.cpu_count()} cores; fwd+bwd medians; ratios = the "
           "candidate's time / tf_ops' (> 1: tf_ops faster); memory: peak MiB of a step")
     for dtype in args.dtypes:
         for name in args.cases:
-            r = bench_case(name, dtype, args.budget_s, with_slow=CASES[name][1] <= 2048)
+            r = bench_case(name, dtype, args.budget_s, with_slow=CASES[name][1] <= 2048,
+                           with_torch=args.torch)
             m, mem = r["medians"], r["memory"]
             ours = m["tf_ops"]
             parts = [f"{dtype:<8} {name:<13} tf_ops {ours * 1e3:8.1f} ms"]
             for key, label in (("keras", "Keras graph"), ("keras_xla", "Keras XLA"),
-                               ("softmax_path", "before"), ("tf_ops_xla", "tf_ops XLA")):
+                               ("softmax_path", "before"), ("tf_ops_xla", "tf_ops XLA"),
+                               ("torch", "torch flash")):
                 if key in m:
                     parts.append(f"{label} {m[key] / ours:5.2f}x")
             parts.append(f"{r['gflops']:.0f} GFLOP/s (matmul {r['matmul_gflops']:.0f})")
             parts.append("MiB " + ", ".join(f"{k} {v:.0f}" for k, v in mem.items()))
-            if args.torch:
-                theirs = torch_flash(CASES[name], dtype, args.budget_s)
-                if theirs is not None:
-                    parts.append(f"torch flash {theirs['median'] / ours:5.2f}x")
+            if "torch" in m:
+                parts.append(f"torch (resident) {torch_peak_mib(name, dtype) or 0:.0f}")
+                parts.append(f"torch vs Keras graph {m['keras'] / m['torch']:5.2f}x")
             print("  ".join(parts), flush=True)
     return 0
 
