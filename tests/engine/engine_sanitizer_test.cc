@@ -3,7 +3,7 @@
 // Built with AddressSanitizer and UndefinedBehaviorSanitizer (see
 // CMakeLists.txt here; `make engine-test` builds and runs it), it calls the
 // engine's interface, CpuForward / CpuBackward / CpuGradGrad from
-// elementwise_cpu.h (through the typed shorthands below), for every activation in activation_list.h, every attribute variant below,
+// activation_cpu.h (through the typed shorthands below), for every activation in activation_list.h, every attribute variant below,
 // every dtype the TensorFlow kernels instantiate (float, double, and
 // Eigen::half / Eigen::bfloat16 when Eigen's headers are available), on
 // heap buffers of exactly the size the call may touch, so that ASan reports
@@ -49,7 +49,7 @@
 
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
-#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/activation/activation_cpu.h"
 
 namespace tf_ops {
 namespace {

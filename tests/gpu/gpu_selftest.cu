@@ -2,7 +2,7 @@
 // the element-wise ops' and the fused ops') of every activation in
 // activation_list.h, in every dtype, on the GPU through the same launchers the
 // TensorFlow kernels call, and compares each element with the CPU engines
-// (elementwise_cpu.h, fused_cpu.h) on the same inputs.
+// (activation_cpu.h, fused_cpu.h) on the same inputs.
 //
 // Build and run on a GPU machine (no TensorFlow needed):
 //   tools/gpu_selftest.sh

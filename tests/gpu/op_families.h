@@ -29,9 +29,9 @@
 #include "tests/gpu/selftest_size.h"
 #include "tf_ops/cc/activation/activation_math.h"
 #include "tf_ops/cc/core/dtype.h"
-#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/activation/activation_cpu.h"
 #include "tf_ops/cc/fused/fused_cpu.h"
-#include "tf_ops/cu/activation/elementwise_gpu.h"
+#include "tf_ops/cu/activation/activation_gpu.h"
 #include "tf_ops/cu/fused/fused_gpu.h"
 
 namespace tf_ops {

@@ -1,7 +1,7 @@
 // accuracy_sweep: the largest error of every activation, forward op and grad
 // op, over every input of a dtype, on every instruction-set path of the CPU
 // engine, against a reference in double (reference.h). TF-free: it calls the
-// engine's public entry points, CpuForward / CpuBackward (elementwise_cpu.h),
+// engine's public entry points, CpuForward / CpuBackward (activation_cpu.h),
 // exactly as the TensorFlow kernels do, for every activation in
 // activation_list.h.
 //
@@ -61,7 +61,7 @@
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
 #include "tf_ops/cc/core/cpu_isa.h"
-#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/activation/activation_cpu.h"
 #include "tools/accuracy/formats.h"
 #include "tools/accuracy/isa_loops.h"
 #include "tools/accuracy/primitives.h"

@@ -36,7 +36,7 @@
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
 #include "tf_ops/cc/core/cpu_isa.h"
-#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/activation/activation_cpu.h"
 #include "tf_ops/cc/core/fast_math.h"
 #include "tools/accuracy/isa_loops.h"
 #include "tools/accuracy/primitives.h"

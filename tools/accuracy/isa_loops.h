@@ -1,9 +1,9 @@
 // A loop out[i] = fn(in[i]) compiled once per instruction set, the way the
-// engine compiles its loops (elementwise_cpu.cc's TF_OPS_ISA_VARIANT: GCC's
+// engine compiles its loops (activation_cpu.cc's TF_OPS_ISA_VARIANT: GCC's
 // `target` and `flatten`, so that fn is inlined and vectorised for the
 // target): how the accuracy sweep and the microbenchmark run fast_math.h's
 // functions on their own, outside any activation. The target strings mirror
-// elementwise_cpu.cc's.
+// activation_cpu.cc's.
 
 #ifndef TF_OPS_TOOLS_ACCURACY_ISA_LOOPS_H_
 #define TF_OPS_TOOLS_ACCURACY_ISA_LOOPS_H_

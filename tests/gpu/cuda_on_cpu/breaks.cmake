@@ -23,7 +23,7 @@ tf_ops_selftest_break(missing-syncthreads tsan norm
 ]=])
 
 tf_ops_selftest_break(grid-stride-tail asan forward
-  tf_ops/cu/activation/elementwise_gpu.cu
+  tf_ops/cu/activation/activation_gpu.cu
   "^FAIL [A-Za-z]+ forward (float16|bfloat16|float32|float64) n=[0-9]+.*launch error .*AddressSanitizer: heap-buffer-overflow"
   "the one-element tail loop running to i <= n"
   [=[
@@ -47,7 +47,7 @@ tf_ops_selftest_break(shuffle-offset plain softmax
 ]=])
 
 tf_ops_selftest_break(misaligned-load asan forward
-  tf_ops/cu/activation/elementwise_gpu.cu
+  tf_ops/cu/activation/activation_gpu.cu
   "^FAIL [A-Za-z]+ forward float64 n=[0-9]+ unaligned: launch error .*misaligned"
   "the 16-byte packs taken where a buffer is only 8-byte aligned"
   [=[

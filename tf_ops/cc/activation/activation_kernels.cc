@@ -6,7 +6,7 @@
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tf_ops/cc/activation/activation_list.h"
-#include "tf_ops/cc/activation/elementwise_kernel.h"
+#include "tf_ops/cc/activation/activation_kernels.h"
 
 namespace tf_ops {
 

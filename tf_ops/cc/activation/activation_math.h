@@ -1,8 +1,8 @@
 // The math of every activation, stated once.
 //
 // This header is plain C++17 that nvcc also compiles: no TensorFlow, no Eigen.
-// The CPU engine (elementwise_cpu.cc), the CUDA engine
-// (cu/activation/elementwise_gpu.cu) and the XLA lowering (activation_xla.cc)
+// The CPU engine (activation_cpu.cc), the CUDA engine
+// (cu/activation/activation_gpu.cu) and the XLA lowering (activation_xla.cc)
 // all instantiate these functors, so the kernels, the lowerings and every
 // derivative order cannot drift apart.
 //

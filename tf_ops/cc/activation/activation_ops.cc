@@ -22,7 +22,7 @@
 
 #include "tensorflow/core/framework/op.h"
 #include "tf_ops/cc/activation/activation_list.h"
-#include "tf_ops/cc/activation/activation_shape_fns.h"
+#include "tf_ops/cc/activation/activation_checks.h"
 #include "tf_ops/cc/fused/fused_op_defs.h"
 
 namespace tf_ops {

@@ -1,5 +1,5 @@
 // The fused ops' CPU loops (fused_cpu.h), compiled once per instruction set
-// as elementwise_cpu.cc's: each variant is a function with GCC's `target` and
+// as activation_cpu.cc's: each variant is a function with GCC's `target` and
 // `flatten` attributes, so that the functor's math is inlined and vectorised
 // for that target.
 

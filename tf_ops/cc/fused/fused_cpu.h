@@ -1,5 +1,5 @@
 // The CPU engine of the fused ops (fused_math.h): bias + activation and gated
-// activations, forward and backward. TF-free, like elementwise_cpu.h: the
+// activations, forward and backward. TF-free, like activation_cpu.h: the
 // kernels (fused_kernels.cc) split the work over TensorFlow's thread pool and
 // call these per shard; the engine test calls them directly.
 //

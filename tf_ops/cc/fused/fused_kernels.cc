@@ -25,7 +25,7 @@
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/fused/fused_cpu.h"
-#include "tf_ops/cc/fused/fused_shape_checks.h"
+#include "tf_ops/cc/fused/fused_checks.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tf_ops/cu/fused/fused_gpu.h"

@@ -2,7 +2,7 @@
 // activation_list.h, on the XLA_CPU_JIT and XLA_GPU_JIT devices: the
 // functors of activation_math.h through fused_math.h with T = XlaValue, as
 // activation_xla.cc does for the plain ops, and the same shape checks as the
-// kernels (fused_shape_checks.h). The bias gradients (Bias and BiasGated
+// kernels (fused_checks.h). The bias gradients (Bias and BiasGated
 // ops) are an XLA reduce, in a fixed order, in F32 for half, bfloat16 and
 // float, F64 for double: float sums in F32 here, as XLA's own BiasAddGrad
 // does (the kernels sum it in double; an F64 reduce made the jit step 0.6x
@@ -24,7 +24,7 @@
 #include "tf_ops/cc/activation/activation_attrs.h"
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/fused/fused_math.h"
-#include "tf_ops/cc/fused/fused_shape_checks.h"
+#include "tf_ops/cc/fused/fused_checks.h"
 #include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/core/xla_compute_type.h"
 #include "tf_ops/cc/core/xla_input_shape.h"

@@ -1,4 +1,4 @@
-// Kernels of the normalisation ops (norm_op_layout.h): layer norm and RMS
+// Kernels of the normalisation ops (norm_checks.h): layer norm and RMS
 // norm, with and without the residual add, forward and grad, for half,
 // bfloat16, float and double. They check shapes and attributes (the shape
 // functions cannot when dimensions are unknown, nor in eager calls),
@@ -20,7 +20,7 @@
 #include "tensorflow/core/framework/types.h"
 #include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/norm/norm_cpu.h"
-#include "tf_ops/cc/norm/norm_op_layout.h"
+#include "tf_ops/cc/norm/norm_checks.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tf_ops/cu/norm/norm_gpu.h"

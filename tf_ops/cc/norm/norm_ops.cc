@@ -1,4 +1,4 @@
-// Registrations of the normalisation ops (norm_op_layout.h lists them), with
+// Registrations of the normalisation ops (norm_checks.h lists them), with
 // shape functions that check at graph build what is known: x's rank, gamma
 // and beta against x's last axis, the residual, dy and dh against x, the
 // statistics against x's leading axes, U against T, and epsilon.
@@ -10,7 +10,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/types.h"
-#include "tf_ops/cc/norm/norm_op_layout.h"
+#include "tf_ops/cc/norm/norm_checks.h"
 
 namespace tf_ops {
 namespace norm {

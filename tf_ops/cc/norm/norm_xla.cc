@@ -1,4 +1,4 @@
-// XLA lowerings of the normalisation ops (norm_op_layout.h) on the
+// XLA lowerings of the normalisation ops (norm_checks.h) on the
 // XLA_CPU_JIT and XLA_GPU_JIT devices: norm_math.h's formulas with T =
 // XlaValue over whole tensors, the row sums XLA reduces over the last axis
 // in F32 (F64 for double), and the same shape checks as the kernels. dgamma
@@ -38,7 +38,7 @@ inline XlaValue NormSqrt(const XlaValue& v) { return XlaValue(xla::Sqrt(v.op()))
 }  // namespace tf_ops
 
 #include "tf_ops/cc/norm/norm_math.h"
-#include "tf_ops/cc/norm/norm_op_layout.h"
+#include "tf_ops/cc/norm/norm_checks.h"
 
 namespace tf_ops {
 namespace norm {

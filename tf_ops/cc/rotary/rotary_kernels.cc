@@ -1,4 +1,4 @@
-// Kernels of the rotary embedding ops (rotary_op_layout.h), for half,
+// Kernels of the rotary embedding ops (rotary_checks.h), for half,
 // bfloat16, float and double: they check the attributes (at construction)
 // and the shapes (the shape functions cannot when dimensions are unknown,
 // nor in eager calls), allocate (the output may take x's buffer) and hand the
@@ -19,7 +19,7 @@
 #include "tensorflow/core/platform/threadpool.h"
 #include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/rotary/rotary_cpu.h"
-#include "tf_ops/cc/rotary/rotary_op_layout.h"
+#include "tf_ops/cc/rotary/rotary_checks.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tf_ops/cu/rotary/rotary_gpu.h"

@@ -9,7 +9,7 @@
 // with strides (0 where B' or S' is 1: broadcast, as keras-hub broadcasts).
 //
 // TF-free, shared by both engines, the kernels and the self-test; the shape
-// checks that must come first are rotary_op_layout.h's.
+// checks that must come first are rotary_checks.h's.
 
 #ifndef TF_OPS_CC_ROTARY_ROTARY_LAYOUT_H_
 #define TF_OPS_CC_ROTARY_ROTARY_LAYOUT_H_

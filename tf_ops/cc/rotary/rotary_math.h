@@ -49,7 +49,7 @@ namespace rotary {
 enum class RopeType : int { kLinear = 0, kDynamic = 1, kYarn = 2, kLlama3 = 3 };
 
 // The op's attributes that decide the frequencies (checked by
-// rotary_op_layout.h: positive, finite, ...).
+// rotary_checks.h: positive, finite, ...).
 struct RopeParams {
   double max_wavelength = 10000.0;
   double scaling_factor = 1.0;

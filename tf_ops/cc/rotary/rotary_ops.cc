@@ -1,4 +1,4 @@
-// Registrations of the rotary embedding ops (rotary_op_layout.h lists them),
+// Registrations of the rotary embedding ops (rotary_checks.h lists them),
 // with shape functions that run the kernels' checks on what is known at
 // graph build: the attributes, x's rank and axes, the feature axis' size,
 // positions' shape against x's sequence and batch axes, and U against T.
@@ -11,7 +11,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/types.h"
-#include "tf_ops/cc/rotary/rotary_op_layout.h"
+#include "tf_ops/cc/rotary/rotary_checks.h"
 
 namespace tf_ops {
 namespace rotary {

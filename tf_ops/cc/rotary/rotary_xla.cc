@@ -1,4 +1,4 @@
-// XLA lowerings of the rotary embedding ops (rotary_op_layout.h) on the
+// XLA lowerings of the rotary embedding ops (rotary_checks.h) on the
 // XLA_CPU_JIT and XLA_GPU_JIT devices: rotary_math.h's rotation with T =
 // XlaValue, and the same checks as the kernels. The rotations (m cos, m sin)
 // are made for the positions only ([S] or [B', S'] by D/2) and broadcast
@@ -31,7 +31,7 @@
 #include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_value.h"
 #include "tf_ops/cc/rotary/rotary_math.h"
-#include "tf_ops/cc/rotary/rotary_op_layout.h"
+#include "tf_ops/cc/rotary/rotary_checks.h"
 #include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/xla_builder.h"
 #include "xla/literal.h"

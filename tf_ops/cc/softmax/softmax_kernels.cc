@@ -1,5 +1,5 @@
 // Kernels of the softmax family (softmax_ops.cc), for half, bfloat16, float
-// and double. They check shapes at run time (softmax_shapes.h), allocate
+// and double. They check shapes at run time (softmax_checks.h), allocate
 // (reusing an input buffer when TensorFlow allows) and hand rows to the
 // device's engine: on the CPU softmax_cpu.h over TF's thread pool, whole rows
 // per shard; on the GPU cu/softmax/softmax_gpu.h, where the cross-entropy's
@@ -18,7 +18,7 @@
 #include "tf_ops/cc/core/kernel_helpers.h"
 #include "tf_ops/cc/softmax/softmax_cpu.h"
 #include "tf_ops/cc/softmax/softmax_math.h"
-#include "tf_ops/cc/softmax/softmax_shapes.h"
+#include "tf_ops/cc/softmax/softmax_checks.h"
 
 #if TF_OPS_WITH_CUDA
 #include "tf_ops/cu/softmax/softmax_gpu.h"

@@ -1,6 +1,6 @@
 // The softmax family's ops (softmax_math.h states what they compute; the
 // kernels are softmax_kernels.cc, the lowerings softmax_xla.cc). Shapes are
-// checked here when known and again at run time (softmax_shapes.h).
+// checked here when known and again at run time (softmax_checks.h).
 
 #include <cmath>
 #include <string>

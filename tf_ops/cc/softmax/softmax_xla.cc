@@ -3,7 +3,7 @@
 // half, bfloat16 and float, F64 for double) and the element-wise formulas of
 // softmax_math.h instantiated with T = XlaValue, the per-row values broadcast
 // back over the row. Shapes are checked as the kernels do
-// (softmax_shapes.h). The cross-entropy's labels are values here, not known
+// (softmax_checks.h). The cross-entropy's labels are values here, not known
 // when compiling: a label outside [0, classes) that is not ignore_index gives
 // NaN (loss and row) instead of the kernels' error.
 // Registered with REGISTER_KERNEL_BUILDER for the reason activation_xla.cc
@@ -26,7 +26,7 @@
 #include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_value.h"
 #include "tf_ops/cc/softmax/softmax_math.h"
-#include "tf_ops/cc/softmax/softmax_shapes.h"
+#include "tf_ops/cc/softmax/softmax_checks.h"
 #include "xla/hlo/builder/lib/arithmetic.h"
 #include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/xla_builder.h"

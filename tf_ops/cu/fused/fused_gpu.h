@@ -1,6 +1,6 @@
 // The CUDA engine of the fused ops (fused_math.h): bias + activation and gated
 // activations, forward and grad. Entry points callable from code that knows
-// nothing of CUDA, as elementwise_gpu.h's: device buffers, the stream a
+// nothing of CUDA, as activation_gpu.h's: device buffers, the stream a
 // cudaStream_t passed as void*, nullptr on success or CUDA's error message.
 // Instantiated in fused_gpu.cu for every activation in activation_list.h.
 //

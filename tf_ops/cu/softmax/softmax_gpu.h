@@ -1,5 +1,5 @@
 // The CUDA engine of the softmax family (softmax_math.h), callable from code
-// that knows nothing of CUDA (as elementwise_gpu.h): device buffers, rows of
+// that knows nothing of CUDA (as activation_gpu.h): device buffers, rows of
 // `cols` contiguous elements, the stream a cudaStream_t passed as void*,
 // nullptr on success or CUDA's error message. What each computes is
 // softmax_cpu.h's function of the same name, over all rows.

@@ -8,8 +8,8 @@
 //   grad ops: gradients and outputs of one shape.
 //   cross-entropy: logits [rows, classes], classes >= 1; labels [rows].
 
-#ifndef TF_OPS_CC_SOFTMAX_SOFTMAX_SHAPES_H_
-#define TF_OPS_CC_SOFTMAX_SOFTMAX_SHAPES_H_
+#ifndef TF_OPS_CC_SOFTMAX_SOFTMAX_CHECKS_H_
+#define TF_OPS_CC_SOFTMAX_SOFTMAX_CHECKS_H_
 
 #include <cstdint>
 #include <string>
@@ -111,4 +111,4 @@ inline absl::Status BadLabelError(const std::string& op, int64_t label,
 
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CC_SOFTMAX_SOFTMAX_SHAPES_H_
+#endif  // TF_OPS_CC_SOFTMAX_SOFTMAX_CHECKS_H_

@@ -3,12 +3,12 @@
 // device, dtype and the functor from activation_math.h.
 // They validate, allocate (reusing an input buffer when TensorFlow allows) and
 // hand the flat buffers to the device's executor:
-//   CPU: the loops of elementwise_cpu.h, sharded over TF's intra-op pool;
-//   GPU: the launchers of cu/activation/elementwise_gpu.h, on the op's CUDA
+//   CPU: the loops of activation_cpu.h, sharded over TF's intra-op pool;
+//   GPU: the launchers of cu/activation/activation_gpu.h, on the op's CUDA
 //        stream.
 
-#ifndef TF_OPS_CC_ELEMENTWISE_KERNEL_H_
-#define TF_OPS_CC_ELEMENTWISE_KERNEL_H_
+#ifndef TF_OPS_CC_ACTIVATION_KERNELS_H_
+#define TF_OPS_CC_ACTIVATION_KERNELS_H_
 
 #include <cstdint>
 #include <optional>
@@ -20,13 +20,13 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/platform/threadpool.h"
 #include "tf_ops/cc/activation/activation_attrs.h"
-#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/activation/activation_cpu.h"
 #include "tf_ops/cc/core/dtype.h"
 #include "tf_ops/cc/core/huge_pages.h"
 #include "tf_ops/cc/core/kernel_helpers.h"
 
 #if TF_OPS_WITH_CUDA
-#include "tf_ops/cu/activation/elementwise_gpu.h"
+#include "tf_ops/cu/activation/activation_gpu.h"
 #endif
 
 namespace tf_ops {
@@ -223,4 +223,4 @@ class ActivationGradGradOp : public tensorflow::OpKernel {
 
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CC_ELEMENTWISE_KERNEL_H_
+#endif  // TF_OPS_CC_ACTIVATION_KERNELS_H_

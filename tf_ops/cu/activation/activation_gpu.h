@@ -4,10 +4,10 @@
 //
 // Buffers are device pointers; the stream is a cudaStream_t passed as void*.
 // Each launcher returns nullptr on success, or CUDA's error message.
-// Instantiated in elementwise_gpu.cu for every activation in activation_list.h.
+// Instantiated in activation_gpu.cu for every activation in activation_list.h.
 
-#ifndef TF_OPS_CU_ELEMENTWISE_GPU_H_
-#define TF_OPS_CU_ELEMENTWISE_GPU_H_
+#ifndef TF_OPS_CU_ACTIVATION_GPU_H_
+#define TF_OPS_CU_ACTIVATION_GPU_H_
 
 #include <cstdint>
 
@@ -35,4 +35,4 @@ const char* LaunchGradGrad(const Op& op, Dtype dtype, const void* u,
 
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CU_ELEMENTWISE_GPU_H_
+#endif  // TF_OPS_CU_ACTIVATION_GPU_H_

@@ -1,8 +1,8 @@
 // Shape functions shared by every activation op, generic over the functor so
 // that a bad attribute fails when the graph is built, not first at run time.
 
-#ifndef TF_OPS_CC_ACTIVATION_SHAPE_FNS_H_
-#define TF_OPS_CC_ACTIVATION_SHAPE_FNS_H_
+#ifndef TF_OPS_CC_ACTIVATION_CHECKS_H_
+#define TF_OPS_CC_ACTIVATION_CHECKS_H_
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -64,4 +64,4 @@ absl::Status ActivationGradGradShape(
 
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CC_ACTIVATION_SHAPE_FNS_H_
+#endif  // TF_OPS_CC_ACTIVATION_CHECKS_H_

@@ -2,8 +2,8 @@
 // (fused_kernels.cc) and the XLA lowerings (fused_xla.cc), so that both fail
 // with the same InvalidArgumentError naming the shapes.
 
-#ifndef TF_OPS_CC_FUSED_SHAPE_CHECKS_H_
-#define TF_OPS_CC_FUSED_SHAPE_CHECKS_H_
+#ifndef TF_OPS_CC_FUSED_CHECKS_H_
+#define TF_OPS_CC_FUSED_CHECKS_H_
 
 #include <cstdint>
 #include <string>
@@ -66,4 +66,4 @@ inline absl::Status CheckGatedBias(const std::string& op, const TensorShape& x,
 
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CC_FUSED_SHAPE_CHECKS_H_
+#endif  // TF_OPS_CC_FUSED_CHECKS_H_

@@ -15,8 +15,8 @@
 // axis); S may be 1 and B may be 1 (broadcast). The attributes of the
 // frequencies are rotary_math.h's RopeParams.
 
-#ifndef TF_OPS_CC_ROTARY_ROTARY_OP_LAYOUT_H_
-#define TF_OPS_CC_ROTARY_ROTARY_OP_LAYOUT_H_
+#ifndef TF_OPS_CC_ROTARY_ROTARY_CHECKS_H_
+#define TF_OPS_CC_ROTARY_ROTARY_CHECKS_H_
 
 #include <cmath>
 #include <cstdint>
@@ -250,4 +250,4 @@ inline absl::Status CheckShapes(const std::string& op, const char* x_name,
 }  // namespace rotary
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CC_ROTARY_ROTARY_OP_LAYOUT_H_
+#endif  // TF_OPS_CC_ROTARY_ROTARY_CHECKS_H_

@@ -15,7 +15,7 @@
 // inlined and compiled for that target, while the rest of the library stays
 // at the baseline and runs on any CPU TensorFlow runs on.
 
-#include "tf_ops/cc/activation/elementwise_cpu.h"
+#include "tf_ops/cc/activation/activation_cpu.h"
 
 #include <algorithm>
 #include <cstdint>

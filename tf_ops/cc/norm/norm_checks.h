@@ -22,8 +22,8 @@
 // grad's dx is also the residual's gradient (dh added). Attribute epsilon:
 // finite, >= 0.
 
-#ifndef TF_OPS_CC_NORM_NORM_OP_LAYOUT_H_
-#define TF_OPS_CC_NORM_NORM_OP_LAYOUT_H_
+#ifndef TF_OPS_CC_NORM_NORM_CHECKS_H_
+#define TF_OPS_CC_NORM_NORM_CHECKS_H_
 
 #include <cmath>
 #include <cstdint>
@@ -117,4 +117,4 @@ inline absl::Status CheckStat(const std::string& op, const char* name,
 }  // namespace norm
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CC_NORM_NORM_OP_LAYOUT_H_
+#endif  // TF_OPS_CC_NORM_NORM_CHECKS_H_

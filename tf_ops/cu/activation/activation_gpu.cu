@@ -15,7 +15,7 @@
 #include "tf_ops/cc/activation/activation_list.h"
 #include "tf_ops/cc/activation/activation_math.h"
 #include "tf_ops/cc/core/dtype.h"
-#include "tf_ops/cu/activation/elementwise_gpu.h"
+#include "tf_ops/cu/activation/activation_gpu.h"
 #include "tf_ops/cu/core/launch_common.cuh"
 
 namespace tf_ops {

@@ -1,17 +1,17 @@
 // The CPU engine: applies an activation functor (activation_math.h) over a
 // contiguous index range of a flat buffer. TF-free on purpose: the TensorFlow
 // kernel decides how to split the work over the thread pool
-// (elementwise_kernel.h) and calls these once per shard; a plain C++ test
+// (activation_kernels.h) and calls these once per shard; a plain C++ test
 // program can call them directly.
 //
 // Buffers are passed untyped with their Dtype (dtype.h), as to the CUDA engine.
 // Half and bfloat16 are computed in float and rounded once, double in double.
 // The loops are compiled for several instruction sets and the widest the CPU
-// has is used (cpu_isa.h). Instantiated in elementwise_cpu.cc for every
+// has is used (cpu_isa.h). Instantiated in activation_cpu.cc for every
 // activation in activation_list.h.
 
-#ifndef TF_OPS_CC_ELEMENTWISE_CPU_H_
-#define TF_OPS_CC_ELEMENTWISE_CPU_H_
+#ifndef TF_OPS_CC_ACTIVATION_CPU_H_
+#define TF_OPS_CC_ACTIVATION_CPU_H_
 
 #include <cstdint>
 
@@ -42,4 +42,4 @@ void CpuGradGrad(const Op& op, Dtype dtype, const void* u, const void* g,
 
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CC_ELEMENTWISE_CPU_H_
+#endif  // TF_OPS_CC_ACTIVATION_CPU_H_
