@@ -1,5 +1,5 @@
 """`tf_ops.layers.LayerNormalization` and `tf_ops.layers.RMSNormalization`: Keras's layer
-harness beyond Keras's own tests (those: tests/test_keras_upstream.py),
+harness beyond Keras's own tests (those: tests/keras/test_keras_upstream.py),
 values and gradients against Keras's layers, checkpoints both ways, config,
 mixed precision, jit_compile, the residual form, and portable export to SavedModel,
 TFLite and ONNX (no TfOps> op)."""
@@ -19,7 +19,7 @@ L = tf_ops.layers
 
 
 # Keras's own test files of LayerNormalization and RMSNormalization run against these
-# classes in tests/test_keras_upstream.py.
+# classes in tests/keras/test_keras_upstream.py.
 
 
 def test_run_layer_test_beyond_keras_tests():
@@ -194,7 +194,7 @@ def test_jit_compile_train_step_and_portable_graph():
 
 @pytest.mark.slow  # a subprocess runs SavedModel, four TFLite runs and ONNX: ~50 s
 def test_portable_export_to_savedmodel_tflite_and_onnx(tmp_path):
-    from test_export import assert_portable_export_runs
+    from export_checks import assert_portable_export_runs
 
     keras.utils.set_random_seed(4)
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16),

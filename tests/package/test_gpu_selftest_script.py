@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "gpu_selftest.sh"
 SOURCES = [ROOT / "tests" / "gpu" / "gpu_selftest.cu", ROOT / "tests" / "gpu" / "gpu_bench.cu"]
 CONFIGURE_LINE = (

@@ -87,7 +87,7 @@ def test_mixed_precision_jit_fit_and_portable_export(tmp_path):
 def test_portable_export_to_savedmodel_tflite_and_onnx(tmp_path):
     """Attention-like scores through a causally masked and a plain tf_ops Softmax, exported
     under tf_ops.portable(): SavedModel, TFLite builtins and ONNX run it without tf_ops."""
-    from test_export import assert_portable_export_runs
+    from export_checks import assert_portable_export_runs
 
     keras.utils.set_random_seed(6)
     inp = keras.Input((6, 8))

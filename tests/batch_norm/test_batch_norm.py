@@ -3,7 +3,7 @@
 values against float64 NumPy references for every activation, four dtypes, channels-last
 and channels-first; gradients with `tf.test.compute_gradient` (first and second order);
 the XLA path; bad input at graph building and at run time; determinism; an empty batch.
-The Keras layer is tests/test_batch_norm_layer.py. Lean: many cases per call, few calls.
+The Keras layer is tests/batch_norm/test_batch_norm_layer.py. Lean: many cases per call, few calls.
 """
 
 from __future__ import annotations

@@ -196,7 +196,7 @@ def test_drop_in_for_keras_hub_llama():
 
 @pytest.mark.slow  # a subprocess runs SavedModel, four TFLite runs and ONNX: ~50 s
 def test_portable_export_to_savedmodel_tflite_and_onnx(tmp_path):
-    from test_export import assert_portable_export_runs
+    from export_checks import assert_portable_export_runs
 
     keras.utils.set_random_seed(5)
     model = keras.Sequential([keras.Input((8, 8)), keras.layers.Dense(16),

@@ -384,7 +384,7 @@ def test_portable_export_to_savedmodel_tflite_and_onnx(tmp_path):
     """A causal self-attention model built on tf_ops.attention, exported under
     tf_ops.portable(): SavedModel, TFLite builtins and ONNX run it without tf_ops."""
     import keras
-    from test_export import assert_portable_export_runs
+    from export_checks import assert_portable_export_runs
 
     class SelfAttention(keras.layers.Layer):
         def call(self, x):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "gpu_selftest_cpu.sh"
 BREAKS = ROOT / "tests" / "gpu" / "cuda_on_cpu" / "breaks.cmake"
 APPLY = ROOT / "cmake" / "TfOpsApplyBreak.cmake"

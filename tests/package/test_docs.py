@@ -16,7 +16,7 @@ from tensorflow.python.framework import kernels, op_def_registry, ops
 import tf_ops
 from tf_ops.python.core.library import load_library
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEVICES = {"CPU", "GPU", "XLA_CPU_JIT", "XLA_GPU_JIT"}
 DTYPES = {"half", "bfloat16", "float", "double"}
 

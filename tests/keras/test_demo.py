@@ -50,7 +50,7 @@ def test_demo_prints_the_ratio_and_the_export_and_nothing_else(tmp_path):
     assert accuracy, lines[4]
     stock, patched = map(float, accuracy.groups())
     # Agree within a few dozen images of 450 (the patched training is the stock one to
-    # rounding: tests/test_patch_models.py's check). Not that either learned: after this
+    # rounding: tests/keras/test_patch_models.py's check). Not that either learned: after this
     # run's 20 steps the batch norms' moving statistics (momentum 0.99) are still near
     # their start, and inference can be at chance (0.1) for both.
     assert 0.0 <= min(stock, patched) and abs(stock - patched) <= 0.1, (stock, patched)

@@ -14,9 +14,11 @@ import textwrap
 
 import pytest
 
+import subprocesses
+
 pytestmark = pytest.mark.slow  # shares a real build with test_build_without_xla.py
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+TESTS = str(subprocesses.TESTS)  # the shared helpers (check_op_library.py, fake_gpu.py, ...)
 
 _WITH_A_GPU = textwrap.dedent("""
     import json, sys, warnings

@@ -6,7 +6,7 @@ runs is pinned, so that an upstream change is seen, not skipped (the tests Keras
 for other backends are left out, as pytest leaves them out of Keras's own run).
 
 keras-hub's ``RotaryEmbedding`` test file runs against ``tf_ops.layers.RotaryEmbedding``
-in tests/test_rotary_layer.py.
+in tests/rotary/test_rotary_layer.py.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ import textwrap
 
 import tf_ops
 from op_specs import SPECS
+from subprocesses import REPO_ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(REPO_ROOT)
 TIMEOUT_S = 300
 
 _CHILD = textwrap.dedent(

@@ -25,11 +25,12 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels
 
 import fake_gpu
+import subprocesses
 import tf_ops
 from tf_ops.python.core import gpu, library
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(TESTS)
+TESTS = str(subprocesses.TESTS)  # the shared helpers (fake_gpu.py)
+ROOT = str(subprocesses.REPO_ROOT)
 
 H200 = gpu.GpuDevice("NVIDIA H200", (9, 0))
 B200 = gpu.GpuDevice("NVIDIA B200", (10, 0))  # newer than every real architecture built

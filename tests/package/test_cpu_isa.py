@@ -42,7 +42,7 @@ def test_values_with_narrower_instruction_set(isa):
     assert got == expected, f"TF_OPS_CPU_ISA={isa} gave {got}"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         str(REPO_ROOT / "tests" / "test_values.py"), "-k", "reference or special"],
+         str(REPO_ROOT / "tests" / "activation" / "test_values.py"), "-k", "reference or special"],
         env=_env(isa), capture_output=True, text=True, cwd=REPO_ROOT, timeout=900,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

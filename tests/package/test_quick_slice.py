@@ -11,7 +11,7 @@ import sys
 from subprocesses import REPO_ROOT
 
 # Two files: one of parametrized tests over specs and dtypes, one with plain tests too.
-FILES = ["tests/test_values.py", "tests/test_docs.py"]
+FILES = ["tests/activation/test_values.py", "tests/package/test_docs.py"]
 
 
 def _collected(*args: str) -> list[str]:

@@ -19,8 +19,9 @@ import tensorflow as tf
 
 from checks import assert_close
 from op_specs import SPECS, round_attrs
+from subprocesses import REPO_ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(REPO_ROOT)
 PERIOD = 1031  # a prime: element i holds pattern[i % PERIOD]
 # In-place, the 4 GiB tensor is the only large buffer: a second one would take
 # the peak past 8 GiB.

@@ -48,7 +48,7 @@ def test_public_module():
     assert tf_ops.layers.GELU is L.GELU
     for name in LAYERS:
         assert issubclass(getattr(tf_ops.layers, name), keras.layers.Layer)
-    # The activation layers, the fused Dense layers (tests/test_fused_layers.py) and
+    # The activation layers, the fused Dense layers (tests/fused/test_fused_layers.py) and
     # each family's layers.
     assert sorted(tf_ops.layers.__all__) == sorted([*LAYERS, "Dense", "GatedDense",
                                                    "LayerNormalization", "RMSNormalization",

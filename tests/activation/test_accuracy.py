@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 from op_specs import EPS, SPECS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
     "accuracy_table", ROOT / "tools" / "accuracy" / "accuracy_table.py"
 )

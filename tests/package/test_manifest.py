@@ -18,7 +18,7 @@ import tf_ops
 from tf_ops.python.core import op_info
 from tf_ops.python.core.family import families, family_names
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PYTHON = ROOT / "tf_ops" / "python"
 # Folders under tf_ops/python that are no op family.
 NOT_FAMILIES = {"core", "patch"}

@@ -1,7 +1,7 @@
 """Portable export of a small CNN with fused BatchNormalization + activation layers
 (channels-last and channels-first, every kind of activation the CNNs use): under
 `tf_ops.portable()` it exports to a SavedModel, TFLite (builtin ops) and ONNX that run in
-a process without tf_ops and hold no TfOps> op (test_export.py's helpers), matching the
+a process without tf_ops and hold no TfOps> op (export_checks.py, test_export.py's helpers), matching the
 fused model. Slow (a subprocess with the converters), as test_export.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tf_ops
-from test_export import assert_portable_export_runs
+from export_checks import assert_portable_export_runs
 
 pytestmark = pytest.mark.slow
 

@@ -13,13 +13,15 @@ import subprocess
 import sys
 import textwrap
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+import subprocesses
+
+TESTS = str(subprocesses.TESTS)  # the shared helpers (check_op_library.py, fake_gpu.py, ...)
 
 _CHECKS = textwrap.dedent(
     """
     import sys
     src, tests = sys.argv[1], sys.argv[2]
-    sys.path[:0] = [src, tests]
+    sys.path[:0] = [src, tests, tests + "/activation"]  # the helpers; test_xla.py, test_grad_grad.py
     import tensorflow as tf
     import tf_ops
     from tf_ops.python.activation import functions as activations
