@@ -104,7 +104,7 @@ engine-test: venv
 	cmake --build $(ENGINE_TEST_DIR) --parallel 2
 	cd $(ENGINE_TEST_DIR) && ctest --output-on-failure --timeout 1800
 
-# FAMILY=norm: one op family's tests (tests/conftest.py's family_of; --family).
+# FAMILY=norm: one op family's tests, tests/norm/ (tests/conftest.py's family_of; --family).
 FAMILY ?=
 FAMILY_ARGS = $(if $(FAMILY),--family=$(FAMILY))
 test: build $(if $(filter 0,$(ENGINE_TEST)),,engine-test)
@@ -173,7 +173,7 @@ clean:
 # instruction-set path; engine_microbench times the engine's loops.
 #   make accuracy   the full sweep (about 40 minutes on 2 cores); rewrites the
 #                   accuracy table in docs/ops.md, which `make test` checks a
-#                   sampled sweep against (tests/test_accuracy.py)
+#                   sampled sweep against (tests/activation/test_accuracy.py)
 #   make accuracy-sampled  the same table from 2^24 float32 inputs per variant
 #                   (about a minute); the table says it is sampled
 ACCURACY_DIR := build-accuracy
