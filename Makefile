@@ -2,8 +2,9 @@
 #   make build   .venv with the pinned TensorFlow + tools, then the op library; .venv can then
 #                `import tf_ops` from any folder (this source tree, on its path)
 #   make test    build, the engine's sanitizer test, then the pytest suite
-#   make test-quick  build, then one case in 10 of each quick test (every file and test
-#                function still runs) on both cores: the developer loop; CI runs everything.
+#   make test-quick  build, then one case in 10 of each quick test on both cores, without
+#                the `heavy` ones (builds, fresh processes: pytest.ini): the developer loop,
+#                a few minutes; CI runs everything.
 #                FAMILY=norm (or norm,softmax) runs one op family's tests only
 #   make engine-test  the CPU engine under ASan + UBSan (TF-free, tests/engine/)
 #   make gpu-selftest-cpu  the CUDA kernels' self-test on the CPU, plain and
@@ -112,7 +113,7 @@ test: build $(if $(filter 0,$(ENGINE_TEST)),,engine-test)
 
 QUICK_SLICE ?= 10
 test-quick: build
-	$(PY) -m pytest -m "not slow" --slice=$(QUICK_SLICE) -n 2 --dist loadfile -q $(FAMILY_ARGS) $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not heavy" --slice=$(QUICK_SLICE) -n 2 --dist loadfile -q $(FAMILY_ARGS) $(PYTEST_ARGS)
 
 # PYTHONPATH: this tree's package even where pip has installed another into the venv.
 demo: build

@@ -82,11 +82,13 @@ def sampled(sweep_binary, table, tmp_path_factory) -> dict:
     return results
 
 
+@pytest.mark.heavy  # builds tools/accuracy/ and runs the sampled sweep
 def test_sampled_sweep_within_documented_bounds(sampled, table):
     problems = accuracy_table.violations(sampled, table)
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.heavy  # the sampled sweep
 def test_sweep_covers_every_op_and_variant_of_the_tests(sampled):
     """The tool's attribute variants (tools/accuracy/reference.h) are the ones
     tests/op_specs.py tests, and every activation is swept."""
@@ -95,6 +97,7 @@ def test_sweep_covers_every_op_and_variant_of_the_tests(sampled):
     assert swept == tested
 
 
+@pytest.mark.heavy  # the sampled sweep
 def test_sampled_sweep_within_test_tolerances(sampled):
     """Every error outside the underflow tail is within tests/op_specs.py's
     tolerance for that op and dtype (rtol |want| + atol, upstream gradient 1):
@@ -133,6 +136,7 @@ def test_documented_bounds_imply_test_tolerances(table):
     assert not too_tight, "\n".join(too_tight)
 
 
+@pytest.mark.heavy  # builds and runs the accuracy tool
 def test_tool_reports_a_perturbed_op(sweep_binary, table, tmp_path):
     """The tool can fail: Gelu's forward results moved 4 representable
     numbers away from zero (--perturb) exceed the documented bounds, on every
@@ -153,6 +157,7 @@ def test_tool_reports_a_perturbed_op(sweep_binary, table, tmp_path):
     assert all(p.startswith("Gelu approximate=false forward") for p in problems), problems
 
 
+@pytest.mark.heavy  # builds and runs the accuracy tool
 def test_tool_reports_wrong_special_values(sweep_binary, table, tmp_path):
     """The tool can fail on special values too: Swish's grad op giving NaN
     at +-inf (--perturb ...:nan) is reported on every dtype and path."""
@@ -169,6 +174,7 @@ def test_tool_reports_wrong_special_values(sweep_binary, table, tmp_path):
     ), problems
 
 
+@pytest.mark.heavy  # builds and runs the accuracy tool
 def test_written_table_holds_at_its_own_inputs(sweep_binary, tmp_path):
     """`make test` measures every variant at every input where the table found a maximum, so
     the tool measures those inputs again before it leaves a table. From a sweep of Swish's
@@ -202,6 +208,7 @@ def test_written_table_holds_at_its_own_inputs(sweep_binary, tmp_path):
     assert not accuracy_table.violations(again, table)
 
 
+@pytest.mark.heavy  # builds and runs the accuracy tool
 def test_double_reference_is_enough(sweep_binary):
     """The reference is computed in double; long double agrees with it to a
     tiny fraction of a float32 ulp on every op (so errors are quoted to 3

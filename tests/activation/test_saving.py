@@ -16,6 +16,9 @@ import tf_ops
 from op_specs import SPECS, function_name, layer_class, make_layer, non_default_attrs
 from subprocesses import SCRIPTS, run_python
 
+# Saves a model three ways, reloads it in fresh processes: make test only, not test-quick.
+pytestmark = pytest.mark.heavy
+
 FORMATS = ("keras", "saved_model", "export")
 
 

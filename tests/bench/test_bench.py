@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from subprocesses import REPO_ROOT, python_env
 
 from tf_ops.bench.cases import CASES
@@ -23,6 +25,7 @@ def _bench(*args: str) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.heavy  # a benchmark process
 def test_small_run_writes_table_json_and_plot(tmp_path):
     out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
     result = _bench(
@@ -49,6 +52,7 @@ def test_small_run_writes_table_json_and_plot(tmp_path):
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.heavy  # a benchmark process
 def test_second_pass_and_jit_columns(tmp_path):
     """The second-order pass times y, dy/dx and d2y/dx2 through nested tapes for
     tf_ops (tf.function, eager, and under jit) against TF's composite in
@@ -83,6 +87,7 @@ def test_second_pass_computes_second_derivatives():
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7, err_msg=name)
 
 
+@pytest.mark.heavy  # a benchmark process
 def test_bfc_allocator_reruns_with_it(tmp_path):
     out_json = tmp_path / "bench.json"
     _bench("--allocator", "bfc", "--ops", "elu", "--dtypes", "bfloat16", "--sizes", "10",
@@ -92,6 +97,7 @@ def test_bfc_allocator_reruns_with_it(tmp_path):
     assert data["machine"]["tf_cpu_allocator_use_bfc"] == "true"
 
 
+@pytest.mark.heavy  # a benchmark process
 def test_rejects_unknown_op():
     result = subprocess.run(
         [sys.executable, "-m", "tf_ops.bench", "--ops", "relu7"],

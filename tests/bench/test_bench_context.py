@@ -63,6 +63,7 @@ def test_the_long_context_models_are_the_searched_ones():
         context._parse(["--models", "ResNet50"])
 
 
+@pytest.mark.heavy  # a keras-hub model's train step
 @pytest.mark.parametrize("patched", [False, True])
 def test_a_probe_runs_a_train_step_at_another_length(patched):
     pytest.importorskip("keras_hub")

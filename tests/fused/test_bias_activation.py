@@ -286,6 +286,7 @@ def _digests_in_one_thread() -> list[tuple[str, str]]:
     return [tuple(line.split("|")) for line in result.stdout.strip().splitlines()]
 
 
+@pytest.mark.heavy  # a fresh process
 def test_bias_gradient_is_bit_identical_across_runs_and_thread_counts():
     import os
 

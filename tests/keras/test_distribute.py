@@ -21,6 +21,9 @@ import keras
 
 from subprocesses import REPO_ROOT, SCRIPTS, python_env, run_python
 
+# Every test starts processes (a strategy's devices, workers): make test only, not test-quick.
+pytestmark = pytest.mark.heavy
+
 WORKER_TIMEOUT_S = 300  # whole cluster, start-up included; this machine may be busy
 
 

@@ -51,6 +51,8 @@ def _skipped_by_pytest(test: unittest.TestCase) -> bool:
     return False
 
 
+@pytest.mark.heavy  # runs Keras's own test files
+@pytest.mark.heavy  # runs Keras's own test files
 @pytest.mark.parametrize("module_name, namespace, name, ours, case, expected",
                          [pytest.param(*u, id=u[2]) for u in UPSTREAM])
 def test_keras_upstream_tests_hold(module_name, namespace, name, ours, case, expected,

@@ -553,6 +553,7 @@ def _train_step_ops(lm, patched: bool = True) -> list:
             patch.undo()
 
 
+@pytest.mark.heavy  # keras-hub causal LM fits
 @pytest.mark.parametrize("tie", [True, False])
 def test_keras_hub_causal_lm_fit_without_logits(tie):
     pytest.importorskip("keras_hub")
@@ -597,6 +598,7 @@ def test_keras_hub_causal_lm_fit_without_logits(tie):
         np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6, err_msg=key)
 
 
+@pytest.mark.heavy  # keras-hub causal LM fits under jit
 def test_keras_hub_causal_lm_fit_mixed_precision_and_jit():
     """Under mixed_bfloat16 the patched step's loss and weights are within bfloat16's
     rounding of stock's (the logits are not rounded to 16 bits there); jit_compile=True
@@ -620,6 +622,8 @@ def test_keras_hub_causal_lm_fit_mixed_precision_and_jit():
     for key in stock:
         np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6, err_msg=key)
 
+
+@pytest.mark.heavy  # a keras-hub causal LM fit
 def test_keras_hub_causal_lm_left_to_keras():
     pytest.importorskip("keras_hub")
     from tf_ops.python.patch import causal_lm

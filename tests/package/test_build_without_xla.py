@@ -13,7 +13,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import subprocesses
+
+# Builds the whole CPU library (conftest.cpu_only_build): make test only, not test-quick.
+pytestmark = pytest.mark.heavy
 
 TESTS = str(subprocesses.TESTS)  # the shared helpers (check_op_library.py, fake_gpu.py, ...)
 

@@ -118,6 +118,7 @@ def test_missing_compiler_fails_when_cuda_is_required(tmp_path):
     )
 
 
+@pytest.mark.heavy  # a CMake configure with nvcc
 def test_this_machines_nvcc_gets_its_default_architectures(tmp_path):
     nvcc = shutil.which("nvcc")
     assert nvcc, "nvcc is needed (CI has it)"

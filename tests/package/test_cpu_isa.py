@@ -31,6 +31,7 @@ def test_native_is_the_widest_supported():
             assert tf_ops.active_cpu_isa() == "avx512"
 
 
+@pytest.mark.heavy  # a pytest run per instruction set
 @pytest.mark.parametrize("isa", [i for i in ISAS if i != "avx512"])
 def test_values_with_narrower_instruction_set(isa):
     native = tf_ops.active_cpu_isa()

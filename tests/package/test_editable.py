@@ -13,8 +13,13 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from subprocesses import REPO_ROOT
 from venvs import clean_env
+
+# Fresh processes: make test only, not test-quick.
+pytestmark = pytest.mark.heavy
 
 PTH = Path(sysconfig.get_path("purelib")) / "tf_ops_source_tree.pth"
 

@@ -457,6 +457,7 @@ def _assert_cpu_kernels_only(result):
     assert result["ran_on"] == ["CPU"], result["ran_on"]
 
 
+@pytest.mark.heavy  # loader_cases: a fresh process
 def test_no_gpu_visible_loads_nothing_and_says_nothing(loader_cases):
     result = loader_cases["no_gpu"]
     assert (
@@ -466,6 +467,7 @@ def test_no_gpu_visible_loads_nothing_and_says_nothing(loader_cases):
     _assert_cpu_kernels_only(result)
 
 
+@pytest.mark.heavy  # loader_cases: a fresh process
 @pytest.mark.parametrize(
     "case, reason",
     [
@@ -497,6 +499,7 @@ def test_refused_gpu_kernels_warn_once_and_every_op_runs_on_the_cpu(loader_cases
     _assert_cpu_kernels_only(result)
 
 
+@pytest.mark.heavy  # loader_cases: a fresh process
 def test_too_old_driver_warning_text(loader_cases):
     runtime = tf_ops.build_info().cuda_runtime
     if runtime != "13.0":
@@ -504,6 +507,7 @@ def test_too_old_driver_warning_text(loader_cases):
     assert loader_cases["driver_too_old"]["warnings"] == [TOO_OLD_WARNING]
 
 
+@pytest.mark.heavy  # loader_cases: a fresh process
 def test_new_enough_driver_loads_gpu_kernels_for_every_op_and_dtype(loader_cases):
     result = loader_cases["new_enough"]
     status = result["status"]

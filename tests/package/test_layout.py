@@ -8,6 +8,8 @@ import collections
 import subprocess
 import sys
 
+import pytest
+
 from subprocesses import REPO_ROOT, TESTS
 
 # The folders that hold tests of no single op family.
@@ -31,6 +33,7 @@ def test_every_test_file_is_in_a_family_folder_or_a_named_one():
     assert not list(TESTS.rglob("__init__.py"))
 
 
+@pytest.mark.heavy  # a pytest process
 def test_family_option_keeps_that_folders_files_only():
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "--family=rotary",

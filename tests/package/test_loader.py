@@ -107,24 +107,29 @@ def _assert_import_error(result, *needles):
         assert needle in result["message"], f"{needle!r} not in: {result['message']}"
 
 
+@pytest.mark.heavy  # results: doctored packages loaded in a fresh process
 def test_missing_library_names_the_build_commands(results):
     _assert_import_error(results["missing"], "not built", *REBUILD_COMMANDS)
 
 
+@pytest.mark.heavy  # results: doctored packages loaded in a fresh process
 def test_other_tensorflow_version_names_both_versions(results):
     _assert_import_error(results["mismatch"], "TensorFlow 2.0.0", f"TensorFlow {tf.__version__}", *REBUILD_COMMANDS)
 
 
+@pytest.mark.heavy  # results: doctored packages loaded in a fresh process
 def test_load_failure_is_wrapped_with_the_same_advice(results):
     _assert_import_error(
         results["undefined_symbol"], "cannot load", "tf_ops_symbol_from_another_tensorflow", *REBUILD_COMMANDS
     )
 
 
+@pytest.mark.heavy  # results: doctored packages loaded in a fresh process
 def test_malformed_build_info_is_an_import_error(results):
     _assert_import_error(results["malformed"], "_tf_ops.build.json", *REBUILD_COMMANDS)
 
 
+@pytest.mark.heavy  # results: doctored packages loaded in a fresh process
 def test_library_without_build_info_still_loads(results):
     result = results["no_build_info"]
     assert result["ok"], result

@@ -16,9 +16,14 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import tf_ops
 from op_specs import SPECS
 from subprocesses import REPO_ROOT
+
+# Fresh processes: make test only, not test-quick.
+pytestmark = pytest.mark.heavy
 
 ROOT = str(REPO_ROOT)
 TIMEOUT_S = 300

@@ -8,7 +8,12 @@ import collections
 import subprocess
 import sys
 
+import pytest
+
 from subprocesses import REPO_ROOT
+
+# Pytest processes: make test only, not test-quick.
+pytestmark = pytest.mark.heavy
 
 # Two files: one of parametrized tests over specs and dtypes, one with plain tests too.
 FILES = ["tests/activation/test_values.py", "tests/package/test_docs.py"]

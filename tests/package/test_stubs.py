@@ -7,6 +7,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from subprocesses import REPO_ROOT
 
 _spec = importlib.util.spec_from_file_location("make_stubs", REPO_ROOT / "tools" / "make_stubs.py")
@@ -45,6 +47,7 @@ tf_ops.gelu(x, approximat=True)
 """
 
 
+@pytest.mark.heavy  # a type checker's process
 def test_a_type_checker_sees_the_signatures(tmp_path):
     (tmp_path / "use.py").write_text(USE)
     result = subprocess.run(

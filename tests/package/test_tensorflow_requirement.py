@@ -36,6 +36,7 @@ def state():
     provider.build_state("wheel")
 
 
+@pytest.mark.heavy  # a fresh process
 def test_pins_the_tensorflow_of_this_environment():
     dist, version = provider.installed_tensorflow()
     assert dist in ("tensorflow", "tensorflow-cpu"), dist
@@ -73,6 +74,7 @@ def test_no_tensorflow_to_build_against_is_a_clear_error(monkeypatch):
         provider.dynamic_metadata({}, {})
 
 
+@pytest.mark.heavy  # a fresh process
 def test_isolated_build_asks_for_the_interpreters_own_tensorflow():
     """As in pip's build environment: this interpreter, with site-packages off sys.path."""
     hook = textwrap.dedent(
