@@ -2,8 +2,9 @@
 #   make build   .venv with the pinned TensorFlow + tools, then the op library; .venv can then
 #                `import tf_ops` from any folder (this source tree, on its path)
 #   make test    build, the engine's sanitizer test, then the pytest suite
-#   make test-quick  build, then one case in 10 of each quick test (every file and test
-#                function still runs) on both cores: the developer loop; CI runs everything.
+#   make test-quick  build, then one case in 10 of each quick test on both cores, without
+#                the `heavy` ones (builds, fresh processes: pytest.ini): the developer loop,
+#                a few minutes; CI runs everything.
 #                FAMILY=norm (or norm,softmax) runs one op family's tests only
 #   make engine-test  the CPU engine under ASan + UBSan (TF-free, tests/engine/)
 #   make gpu-selftest-cpu  the CUDA kernels' self-test on the CPU, plain and
@@ -104,7 +105,7 @@ engine-test: venv
 	cmake --build $(ENGINE_TEST_DIR) --parallel 2
 	cd $(ENGINE_TEST_DIR) && ctest --output-on-failure --timeout 1800
 
-# FAMILY=norm: one op family's tests (tests/conftest.py's family_of; --family).
+# FAMILY=norm: one op family's tests, tests/norm/ (tests/conftest.py's family_of; --family).
 FAMILY ?=
 FAMILY_ARGS = $(if $(FAMILY),--family=$(FAMILY))
 test: build $(if $(filter 0,$(ENGINE_TEST)),,engine-test)
@@ -112,7 +113,7 @@ test: build $(if $(filter 0,$(ENGINE_TEST)),,engine-test)
 
 QUICK_SLICE ?= 10
 test-quick: build
-	$(PY) -m pytest -m "not slow" --slice=$(QUICK_SLICE) -n 2 --dist loadfile -q $(FAMILY_ARGS) $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not heavy" --slice=$(QUICK_SLICE) -n 2 --dist loadfile -q $(FAMILY_ARGS) $(PYTEST_ARGS)
 
 # PYTHONPATH: this tree's package even where pip has installed another into the venv.
 demo: build
@@ -173,7 +174,7 @@ clean:
 # instruction-set path; engine_microbench times the engine's loops.
 #   make accuracy   the full sweep (about 40 minutes on 2 cores); rewrites the
 #                   accuracy table in docs/ops.md, which `make test` checks a
-#                   sampled sweep against (tests/test_accuracy.py)
+#                   sampled sweep against (tests/activation/test_accuracy.py)
 #   make accuracy-sampled  the same table from 2^24 float32 inputs per variant
 #                   (about a minute); the table says it is sampled
 ACCURACY_DIR := build-accuracy

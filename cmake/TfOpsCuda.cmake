@@ -1,6 +1,6 @@
 # What the build knows about CUDA toolkits, in one place: the oldest toolkit
 # tf_ops builds with, and the GPU architectures each toolkit compiles for by
-# default. Included by CMakeLists.txt; tests/test_cmake_cuda.py calls these
+# default. Included by CMakeLists.txt; tests/package/test_cmake_cuda.py calls these
 # functions with `cmake -P` on versions this machine does not have.
 #
 # The driver each runtime needs is the loader's business (it checks the driver

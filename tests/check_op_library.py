@@ -11,7 +11,7 @@ must raise, not crash. Prints a summary and exits 1 on any failure.
 
 Run it in a process of its own: a process must never load two copies of the
 same kernels (TF then fails every call with "Multiple OpKernel registrations
-match"). tests/test_bazel_build.py runs it on the Bazel-built library.
+match"). tests/package/test_bazel_build.py runs it on the Bazel-built library.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ A failure prints the failing example and reproduces on every run.
 
 "tf_ops-explore" draws fresh random examples (and remembers failures) for
 searching beyond the fixed set: `pytest --hypothesis-profile=tf_ops-explore
-[--hypothesis-seed=N] tests/test_properties.py`.
+[--hypothesis-seed=N] tests/activation/test_properties.py`.
 """
 
 from __future__ import annotations
@@ -89,20 +89,13 @@ def pytest_addoption(parser):
              "representative slice of every test for the developer loop (make test-quick)")
     parser.addoption(
         "--family", default="", metavar="NAME[,NAME...]",
-        help="only the tests of these op families (make test-quick FAMILY=norm): the files "
-             "named after the family (test_norm*.py), see FAMILY_FILES")
+        help="only the tests of these op families (make test-quick FAMILY=norm): the "
+             "files under tests/<family>/ (tests/README.md)")
 
 
-_ROOT = Path(__file__).resolve().parent.parent
-# The op families, as tf_ops.python.core.family derives them (read without importing tf_ops).
-FAMILIES = tuple(sorted(p.parent.name for p in (_ROOT / "tf_ops" / "python").glob("*/manifest.py")))
-# Test files of a family whose name does not start with the family's.
-FAMILY_FILES = {
-    "test_bias_activation": "fused", "test_gated": "fused",
-    "test_accuracy": "activation", "test_attributes": "activation",
-    "test_gradients": "activation", "test_grad_grad": "activation",
-    "test_values": "activation", "test_layers": "activation",
-}
+# The op families, as tf_ops.python.core.family derives them (read without importing tf_ops):
+# each has its tests in tests/<family>/.
+FAMILIES = tuple(sorted(p.parent.name for p in (ROOT / "tf_ops" / "python").glob("*/manifest.py")))
 
 
 def pytest_configure(config):
@@ -112,13 +105,14 @@ def pytest_configure(config):
 
 
 def family_of(path: Path) -> str | None:
-    """The op family a test file belongs to: test_<family>[_*].py (the longest family
-    name that fits: test_batch_norm_layer.py is batch_norm's), else FAMILY_FILES."""
-    stem = path.stem
-    for name in sorted(FAMILIES, key=len, reverse=True):
-        if stem == f"test_{name}" or stem.startswith(f"test_{name}_"):
-            return name
-    return FAMILY_FILES.get(stem)
+    """The op family a test file belongs to: the folder under tests/ that holds it, when
+    that folder is a family's (tests/norm/test_norm_layers.py is norm's); None for the
+    other folders (package, keras, bench)."""
+    try:
+        folder = path.resolve().relative_to(Path(__file__).resolve().parent).parts[0]
+    except ValueError:  # a file outside tests/
+        return None
+    return folder if folder in FAMILIES else None
 
 
 def pytest_collection_modifyitems(config, items):

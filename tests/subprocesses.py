@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
+# The shared helpers live at the top of tests/, the tests one folder down (tests/README.md).
+TESTS = Path(__file__).resolve().parent
+REPO_ROOT = TESTS.parent
+SCRIPTS = TESTS / "scripts"
 
 
 def python_env(**extra: str) -> dict[str, str]:

@@ -3,7 +3,7 @@ logical CPUs against one device with the whole batch, and against Keras's own
 synchronized layer on the same strategy: outputs, the gradients of x, gamma and beta
 (gamma's and beta's summed over the replicas, as the optimizer sums them) and the
 moving statistics after two training steps, channels-last and channels-first. Writes
-the JSON result to argv[1]. Run by tests/test_batch_norm_layer.py in its own process
+the JSON result to argv[1]. Run by tests/batch_norm/test_batch_norm_layer.py in its own process
 (logical devices must be set before TensorFlow initialises)."""
 
 import json

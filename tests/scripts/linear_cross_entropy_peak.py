@@ -2,7 +2,7 @@
 (default chunks) and of the unfused head (TensorFlow's matmul and fused cross-entropy),
 the inputs and the gradients returned included, at argv[1] tokens x argv[2] hidden x
 argv[3] vocabulary, float32. Prints "ours theirs" in bytes. Run by
-tests/test_softmax_loss.py in its own process: the BFC allocator may hand a request a
+tests/softmax/test_softmax_loss.py in its own process: the BFC allocator may hand a request a
 free chunk of up to twice its size, and counts all of it, so what earlier work left
 free in the allocator moves the peak."""
 

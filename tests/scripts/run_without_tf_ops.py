@@ -1,5 +1,5 @@
 """Runs exported models the way a deployment does: in a process that never imports
-tf_ops. Used by tests/test_export.py.
+tf_ops. Used by tests/keras/test_export.py.
 
     run_without_tf_ops.py JOBS.json RESULTS.json
 

@@ -39,7 +39,7 @@ CASES = {
     "causal8192": (1, 8192, 8, 64, "causal"),
 }
 DTYPES = ("float32", "bfloat16")
-# The ops these cases time (tests/test_bench.py: every forward op has a benchmark).
+# The ops these cases time (tests/bench/test_bench.py: every forward op has a benchmark).
 BENCHED_OPS = frozenset({"attention"})
 
 

@@ -46,7 +46,7 @@ CASES = {
 }
 
 
-# The ops these cases time (tests/test_bench.py: every forward op has a benchmark): the
+# The ops these cases time (tests/bench/test_bench.py: every forward op has a benchmark): the
 # training step runs TfOps>BatchNormTraining and its grad, the predict pass
 # TfOps>BatchNormInference.
 BENCHED_OPS = frozenset({"batch_norm_training", "batch_norm_inference"})

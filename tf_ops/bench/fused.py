@@ -96,7 +96,7 @@ def _bias_gated_pair(entry, attrs):
 # The fused op families benchmarked per activation (op-name prefixes: bias_gelu, ...).
 FAMILIES = ("bias", "gated", "bias_gated")
 # The fused ops these cases time, by their function names (bias_gelu, gated_gelu, ...):
-# what the bench coverage test (tests/test_bench.py) reads from the family's manifest.
+# what the bench coverage test (tests/bench/test_bench.py) reads from the family's manifest.
 BENCHED_OPS = frozenset(f"{family}_{snake_case(entry.op)}" for _, entry, _ in _cases()
                         for family in FAMILIES)
 

@@ -32,7 +32,7 @@ from tf_ops.bench.timing import time_interleaved
 
 CASES = {"vae_128": (1, 128, 128, 256), "vae_64": (1, 64, 64, 512)}
 GROUPS = 32
-# The ops these cases time (tests/test_bench.py: every forward op has a benchmark).
+# The ops these cases time (tests/bench/test_bench.py: every forward op has a benchmark).
 BENCHED_OPS = frozenset({"group_norm"})
 
 

@@ -1,7 +1,7 @@
 """The models the model benchmark and the patch tests run: keras.applications CNNs and
 keras-hub transformers, with random weights (nothing is downloaded), their inputs and
 labels, at two sizes: ``"bench"`` (what ``python -m tf_ops.bench.models`` times) and
-``"test"`` (tiny: what tests/test_patch_models.py runs on every model).
+``"test"`` (tiny: what tests/keras/test_patch_models.py runs on every model).
 
 Each `Case` builds a compiled-ready Keras model (`Built`): the CNNs as keras.applications
 builds them (``weights=None``) with a classifier; GPT-2 and LLaMA as keras-hub's causal

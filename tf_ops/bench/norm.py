@@ -37,7 +37,7 @@ from tf_ops.bench.timing import time_interleaved
 SHAPES = ((4096, 512), (4096, 768), (2048, 4096), (1024, 16384))
 DTYPES = ("float32", "bfloat16")
 KINDS = ("layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm")
-# The ops these cases time (tests/test_bench.py: every forward op has a benchmark).
+# The ops these cases time (tests/bench/test_bench.py: every forward op has a benchmark).
 BENCHED_OPS = frozenset(KINDS)
 # Full-tensor reads and writes a fused forward + backward must do (the module docstring).
 PASSES = {"layer_norm": 5, "rms_norm": 5, "add_layer_norm": 7, "add_rms_norm": 7}

@@ -26,7 +26,7 @@ from tf_ops.bench.timing import time_interleaved
 
 SHAPES = ((4, 256, 8, 64), (4, 1024, 32, 128))
 DTYPES = ("float32", "bfloat16")
-# The ops these cases time (tests/test_bench.py: every forward op has a benchmark).
+# The ops these cases time (tests/bench/test_bench.py: every forward op has a benchmark).
 BENCHED_OPS = frozenset({"rotary_embedding"})
 
 

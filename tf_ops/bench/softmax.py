@@ -34,7 +34,7 @@ from tf_ops.bench.timing import time_interleaved
 
 _BFC = "TF_CPU_ALLOCATOR_USE_BFC"
 
-# The library's forward ops this module benchmarks (tests/test_bench.py).
+# The library's forward ops this module benchmarks (tests/bench/test_bench.py).
 BENCHED_OPS = frozenset({"softmax", "log_softmax", "scaled_masked_softmax",
                          "sparse_softmax_cross_entropy"})
 

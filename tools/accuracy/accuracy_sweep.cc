@@ -20,7 +20,7 @@
 //            --perturb Op[/attrs]:pass:ulps|nan   (the tool's self-test: a
 //                                deliberately inaccurate op)
 //            --tolerances FILE   also the largest error in units of a test
-//                                tolerance (tests/test_accuracy.py passes
+//                                tolerance (tests/activation/test_accuracy.py passes
 //                                tests/op_specs.py's)
 //   accuracy_sweep --primitives [--full]  fast_math.h's functions on their
 //                                         own (primitives.h), float32 only

@@ -3,7 +3,7 @@ the bounds the sampled sweep in `make test` is checked against.
 
 The table (between the markers below) is the one statement of the library's
 maximum errors. `make accuracy` runs the full sweep (every float32 input) and
-writes it; tests/test_accuracy.py runs a sampled sweep and fails where the
+writes it; tests/activation/test_accuracy.py runs a sampled sweep and fails where the
 library's error exceeds it. Each path cell reads "<max ulps> at <input>": the
 bound, rounded up to 4 significant digits (3 would turn half's 0.50004
 into 0.501, beyond what the tests' tolerances allow), and the input (x) where the full
@@ -46,7 +46,7 @@ HEADER = (
 # float32 inputs of the attribute variants a full sweep samples (reference.h),
 # and of every variant in a sampled table.
 FULL_SWEEP_SAMPLE = 2**24
-# The sampled sweep `make test` runs (tests/test_accuracy.py): every table is
+# The sampled sweep `make test` runs (tests/activation/test_accuracy.py): every table is
 # also measured on exactly these inputs, so that a sample drawn differently
 # from the table's cannot find a larger error in unchanged code.
 TEST_SAMPLE = 2**21

@@ -23,7 +23,7 @@
 //   tensorflow-cpu 2.20, libtensorflow_cc.so.2), declared
 //   in xla/ffi/ffi_api.h, which the wheel ships but cannot be compiled (it
 //   includes MLIR headers the wheel lacks): xla_custom_call.cc repeats its
-//   declaration, and tests/test_attention_xla.py checks the wheel's header
+//   declaration, and tests/attention/test_attention_xla.py checks the wheel's header
 //   still says the same.
 
 #ifndef TF_OPS_CC_CORE_XLA_CUSTOM_CALL_H_

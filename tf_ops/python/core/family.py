@@ -7,7 +7,7 @@ An op family is its folders (``tf_ops/cc/<f>/``, ``tf_ops/cu/<f>/``,
 hand-written list of families walks `families()` instead: ``tf_ops/__init__.py`` (the
 functions, the gradient modules), ``tf_ops/layers.py`` (the layers), the stub generator
 (through those two modules' ``__all__``), the bench coverage test and the manifest test
-(``tests/test_manifest.py``, which fails when a manifest and its family's code
+(``tests/package/test_manifest.py``, which fails when a manifest and its family's code
 disagree: an op the manifest does not claim, a function or layer it names that does not
 exist, a gradient not registered, a bench, patch or GPU self-test name that is unknown).
 
