@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "tf_ops/cc/batch_norm/batch_norm_activation.h"
+#include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
 #include "tf_ops/cc/batch_norm/batch_norm_math.h"
 #include "tf_ops/cc/core/cpu_isa.h"
@@ -111,7 +111,7 @@ bool Near(double got, double want, double scale, double rtol) {
 }
 
 template <typename S, typename Op>
-void CheckCase(const BatchNormActivation& act, const Op& op, const char* name,
+void CheckCase(const ActivationChoice& act, const Op& op, const char* name,
                BatchNormLayout l, bool affine, std::mt19937* rng) {
   using V = U<S>;
   const Dtype dtype = DtypeOfS<S>();
@@ -289,13 +289,13 @@ void CheckDtype(std::mt19937* rng, bool full) {
   }
 #define TF_OPS_BN_CASE(Name)                                                 \
   {                                                                          \
-    BatchNormActivation act;                                                 \
+    ActivationChoice act;                                                    \
     act.SetKind(#Name);                                                      \
     for (size_t li = 0; li < layouts.size(); ++li) {                         \
       CheckCase<S>(act, act.Name##_op, #Name, layouts[li], li % 2 == 0, rng); \
     }                                                                        \
   }
-  TF_OPS_FOR_EACH_BATCH_NORM_ACTIVATION(TF_OPS_BN_CASE)
+  TF_OPS_FOR_EACH_CHOSEN_ACTIVATION(TF_OPS_BN_CASE)
 #undef TF_OPS_BN_CASE
 }
 

@@ -26,7 +26,7 @@
 
 #include "tests/gpu/cuda_check.h"
 #include "tests/gpu/selftest_size.h"
-#include "tf_ops/cc/batch_norm/batch_norm_activation.h"
+#include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
 #include "tf_ops/cc/core/narrow_float.h"
 #include "tf_ops/cu/batch_norm/batch_norm_gpu.h"
@@ -170,7 +170,7 @@ inline void Check(Result* r, bool ok, const std::string& what) {
 }
 
 // The four ops for one activation, dtype and layout.
-inline void CheckCase(const BatchNormActivation& act, const char* act_name,
+inline void CheckCase(const ActivationChoice& act, const char* act_name,
                       Dtype dtype, BatchNormLayout l, bool affine,
                       std::mt19937* rng, Result* r) {
   const Dtype u = dtype == Dtype::kDouble ? Dtype::kDouble : Dtype::kFloat;
@@ -386,7 +386,7 @@ inline Result RunAll(bool quick) {
                           Dtype::kDouble};
 #define TF_OPS_BN_SELFTEST(Name)                                          \
   {                                                                       \
-    BatchNormActivation act;                                              \
+    ActivationChoice act;                                                 \
     act.SetKind(#Name);                                                   \
     for (Dtype d : dtypes) {                                              \
       for (size_t li = 0; li < layouts.size(); ++li) {                    \
@@ -404,7 +404,7 @@ inline Result RunAll(bool quick) {
       }                                                                   \
     }                                                                     \
   }
-  TF_OPS_FOR_EACH_BATCH_NORM_ACTIVATION(TF_OPS_BN_SELFTEST)
+  TF_OPS_FOR_EACH_CHOSEN_ACTIVATION(TF_OPS_BN_SELFTEST)
 #undef TF_OPS_BN_SELFTEST
   std::printf("SUMMARY checks family=batch_norm passed=%d failed=%d\n",
               r.passed, r.failed);

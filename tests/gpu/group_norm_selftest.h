@@ -126,7 +126,7 @@ inline void Compare(const Kind& k, const char* what, const char* ctx,
 
 inline void CheckCase(const Kind& k, const GroupNormShape& s,
                       const char* act_name, std::mt19937* rng, Tally* t) {
-  BatchNormActivation act;
+  ActivationChoice act;
   act.SetKind(act_name);
   char ctx[160];
   std::snprintf(ctx, sizeof(ctx), "%s %s [n %lld, b %lld, c %lld, i %lld] "

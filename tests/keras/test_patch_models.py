@@ -45,6 +45,7 @@ FUSED = {
     "GPT-2": ["fused layer norm", "bias + gelu in one op", "flash attention in TfOps>Attention",
               "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy"],
     "BERT": ["fused layer norm", "bias + gelu in one op", "flash attention in TfOps>Attention"],
+    "VAE": ["TfOps>GroupNorm"],
     "LLaMA": ["TfOps>RmsNorm", "flash attention in TfOps>Attention", "TfOps>RotaryEmbedding",
               "fit: the head (tied or not) and its loss in tf_ops.head_cross_entropy"],
 }

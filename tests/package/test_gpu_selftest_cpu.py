@@ -29,10 +29,10 @@ def _breaks() -> list[tuple[str, str, str, str]]:
     return calls
 
 
-def test_five_breaks_one_per_kind_and_build():
+def test_six_breaks_one_per_kind_and_build():
     names = [name for name, *_ in _breaks()]
     assert names == ["missing-syncthreads", "grid-stride-tail", "shuffle-offset",
-                     "misaligned-load", "attention-tile-tail"]
+                     "misaligned-load", "attention-tile-tail", "group-norm-row-tail"]
     assert {build for _, build, _, _ in _breaks()} == {"plain", "asan", "tsan"}
 
 

@@ -9,7 +9,10 @@ and bfloat16 (mixed precision: the layers' compute dtype, inputs in bfloat16).
 
 Candidates, timed in the same interleaved rounds (timing.py): tf_ops in ``tf.function``,
 Keras in ``tf.function`` (reshape, cast, moments, scale and shift, reshape, then SiLU:
-about a dozen kernels forward and twenty backward) and Keras under ``jit_compile``. The
+about a dozen kernels forward and twenty backward), Keras under ``jit_compile``, and
+tf_ops under ``jit_compile`` both ways its XLA lowering can go: the custom calls into
+the CPU engine (``group_norm_ffi.cc``) and the XlaBuilder composite (compiled with
+``TF_OPS_XLA_CUSTOM_CALLS=0``). The
 backward is the vector-Jacobian product with a fixed upstream gradient. Ratios are the
 reference's time over tf_ops's (> 1: tf_ops is faster). Targets (issue 43): >= 3x Keras
 graph, >= 1.3x Keras XLA.
@@ -23,6 +26,7 @@ filters, one ResNet block each, random weights) on a [2, 64, 64, 3] batch, a tra
 from __future__ import annotations
 
 import argparse
+import os
 
 import keras
 import tensorflow as tf
@@ -69,17 +73,35 @@ def bench_layers(cases, dtypes, budget_s: float) -> list[dict]:
                 "tf_ops": tf.function(_step(ours, x, w)),
                 "keras": tf.function(_step(theirs, x, w)),
                 "keras_xla": tf.function(_step(theirs, x, w), jit_compile=True),
+                "tf_ops_xla": tf.function(_step(ours, x, w), jit_compile=True),
+                "tf_ops_xla_composite": tf.function(_step(ours, x, w), jit_compile=True),
             }
+            # Compiled now, the composite with the custom calls turned off (read when
+            # lowering): each keeps its executable.
+            candidates["tf_ops_xla"]()
+            os.environ["TF_OPS_XLA_CUSTOM_CALLS"] = "0"
+            try:
+                candidates["tf_ops_xla_composite"]()
+            finally:
+                del os.environ["TF_OPS_XLA_CUSTOM_CALLS"]
             t = {k: v.median for k, v in time_interleaved(candidates, 5, 40, budget_s).items()}
             row = {"case": name, "shape": list(shape), "dtype": dtype,
                    "tf_ops_ms": t["tf_ops"] * 1e3, "keras_ms": t["keras"] * 1e3,
                    "keras_xla_ms": t["keras_xla"] * 1e3,
+                   "tf_ops_xla_ms": t["tf_ops_xla"] * 1e3,
+                   "tf_ops_xla_composite_ms": t["tf_ops_xla_composite"] * 1e3,
                    "vs_keras_graph": t["keras"] / t["tf_ops"],
-                   "vs_keras_xla": t["keras_xla"] / t["tf_ops"]}
+                   "vs_keras_xla": t["keras_xla"] / t["tf_ops"],
+                   "xla_vs_keras_xla": t["keras_xla"] / t["tf_ops_xla"],
+                   "custom_call_vs_composite": t["tf_ops_xla_composite"] / t["tf_ops_xla"]}
             rows.append(row)
             print(f"{name:<8} {str(shape):<18} {dtype:<9} tf_ops {row['tf_ops_ms']:8.2f} ms"
                   f"   Keras graph {row['keras_ms']:8.2f} ms ({row['vs_keras_graph']:5.2f}x)"
-                  f"   Keras XLA {row['keras_xla_ms']:8.2f} ms ({row['vs_keras_xla']:5.2f}x)",
+                  f"   Keras XLA {row['keras_xla_ms']:8.2f} ms ({row['vs_keras_xla']:5.2f}x)"
+                  f"\n{'':<37}tf_ops XLA {row['tf_ops_xla_ms']:8.2f} ms"
+                  f" ({row['xla_vs_keras_xla']:5.2f}x Keras XLA; its composite"
+                  f" {row['tf_ops_xla_composite_ms']:8.2f} ms,"
+                  f" {row['custom_call_vs_composite']:5.2f}x slower)",
                   flush=True)
     return rows
 

@@ -4,7 +4,8 @@ labels, at two sizes: ``"bench"`` (what ``python -m tf_ops.bench.models`` times)
 ``"test"`` (tiny: what tests/keras/test_patch_models.py runs on every model).
 
 Each `Case` builds a compiled-ready Keras model (`Built`): the CNNs as keras.applications
-builds them (``weights=None``) with a classifier; GPT-2 and LLaMA as keras-hub's causal
+builds them (``weights=None``) with a classifier; keras-hub's VAE trained to reconstruct
+its input; GPT-2 and LLaMA as keras-hub's causal
 LMs (the backbone, then logits from the tied embedding, or LLaMA's untied one, over the
 whole vocabulary) trained on next tokens; BERT as keras-hub's text classifier. Dropout
 is 0 so that runs are comparable step by step.
@@ -166,6 +167,24 @@ def _causal_lm(backbone_name: str, lm_name: str, vocab: int, bench: dict,
     return build
 
 
+def _vae(size: str) -> Built:
+    """keras-hub's VAE (Stable Diffusion 3's autoencoder, a small config): ResNet blocks of
+    GroupNormalization(32) + SiLU + convolution and a mid-block attention, trained to
+    reconstruct its input; the latent is the distribution's mode (no sampling noise)."""
+    from keras_hub.src.models.vae.vae_backbone import VAEBackbone
+
+    keras.utils.set_random_seed(0)
+    if size == "test":
+        filters, blocks, batch, side = [32, 32], [1, 1], 2, 16
+    else:
+        filters, blocks, batch, side = [64, 128, 128], [2, 2, 2], 4, 96
+    model = VAEBackbone(encoder_num_filters=filters, encoder_num_blocks=blocks,
+                        decoder_num_filters=filters[::-1], decoder_num_blocks=blocks,
+                        sampler_method="mode", sample_channels=8)
+    x = np.random.default_rng(0).uniform(-1, 1, (batch, side, side, 3)).astype("float32")
+    return Built(model, x, x, keras.losses.MeanSquaredError())
+
+
 def _bert(size: str) -> Built:
     import keras_hub
 
@@ -199,6 +218,7 @@ CASES: dict[str, Case] = {c.name: c for c in (
         dict(num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
              max_sequence_length=16)), 1.2, keras_hub=True),
     Case("BERT", _bert, 1.15, keras_hub=True),
+    Case("VAE", _vae, 1.3, keras_hub=True),
     Case("LLaMA", _causal_lm(
         "LlamaBackbone", "LlamaCausalLM", 32000,
         dict(num_layers=4, num_query_heads=8, num_key_value_heads=4, hidden_dim=512,

@@ -6,7 +6,7 @@
   python -m tf_ops.bench.models --from-json RUN.json,... [--out DIR] [--docs]
 
 For each model of `model_zoo` (keras.applications EfficientNetB0, MobileNetV3Small,
-ResNet50, ConvNeXtTiny; keras-hub GPT-2, BERT, LLaMA: random weights, the sizes in
+ResNet50, ConvNeXtTiny; keras-hub GPT-2, BERT, VAE, LLaMA: random weights, the sizes in
 model_zoo.py; keras-hub's are skipped with a message where it is not installed), two
 copies with the same weights are compiled with Adam, one stock and one built and traced
 under the patch, and timed in interleaved rounds (timing.py: each round runs both, in

@@ -5,7 +5,8 @@
 //   activation   'Identity' or an activation of activation_list.h, whose own
 //                attributes come from `alpha` (LeakyRelu, Elu, Celu), `beta`
 //                (Swish) and `approximate` (Gelu), checked by that
-//                activation's ReadAttrs;
+//                activation's ReadAttrs (activation_choice_attrs.h, shared
+//                with the group-norm ops);
 //   epsilon      finite and > 0;
 //   axis         the channel axis, checked against the rank where it is known.
 
@@ -17,45 +18,21 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "tf_ops/cc/activation/activation_attrs.h"
-#include "tf_ops/cc/batch_norm/batch_norm_activation.h"
+#include "tf_ops/cc/activation/activation_choice.h"
+#include "tf_ops/cc/activation/activation_choice_attrs.h"
 
 namespace tf_ops {
 
 struct BatchNormAttrs {
-  BatchNormActivation activation;
+  ActivationChoice activation;
   float epsilon = 1e-3f;
   int axis = -1;
 };
 
 template <typename Ctx>
-absl::Status ReadAttrs(Ctx*, Identity*) {
-  return absl::OkStatus();
-}
-
-template <typename Ctx>
 absl::Status ReadBatchNormAttrs(Ctx* ctx, const std::string& op,
                                 BatchNormAttrs* attrs) {
-  std::string name;
-  TF_RETURN_IF_ERROR(ctx->GetAttr("activation", &name));
-  if (!attrs->activation.SetKind(name.c_str())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": attribute 'activation' must be one of ",
-                     BatchNormActivationNames(), ", got '", name, "'"));
-  }
-  absl::Status status = absl::OkStatus();
-  switch (attrs->activation.kind) {
-#define TF_OPS_BN_READ(Name)                                        \
-  case BatchNormActivation::Kind::k##Name:                          \
-    status = ReadAttrs(ctx, &attrs->activation.Name##_op);          \
-    break;
-    TF_OPS_FOR_EACH_BATCH_NORM_ACTIVATION(TF_OPS_BN_READ)
-#undef TF_OPS_BN_READ
-  }
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, " (activation ", name, "): ", status.message()));
-  }
+  TF_RETURN_IF_ERROR(ReadActivationChoice(ctx, op, &attrs->activation));
   TF_RETURN_IF_ERROR(ctx->GetAttr("epsilon", &attrs->epsilon));
   if (!std::isfinite(attrs->epsilon) || !(attrs->epsilon > 0.0f)) {
     return absl::InvalidArgumentError(

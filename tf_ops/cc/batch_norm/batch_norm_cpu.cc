@@ -341,7 +341,7 @@ void RunPass(const K& k, const Tiling& t, Scratch<S> sc,
 // `approximate`) so that each loop holds one formula and vectorises, and its
 // cost per element.
 template <typename Fn>
-void WithActivation(const BatchNormActivation& act, const Fn& fn) {
+void WithActivation(const ActivationChoice& act, const Fn& fn) {
   VisitActivation(act, [&](const auto& op) {
     const int cycles = std::decay_t<decltype(op)>::kCyclesPerElement;
     WithFixedFormula(op, [&](auto fixed) { fn(fixed, cycles); }, 0);
@@ -426,7 +426,7 @@ GradKernelInputs<S, Op> GradInputsOf(const Op& op, const void* dy,
 // sum(dz) into kSumA, dgamma = rstd * sum(dz * (x - mean)) into kSumB, and
 // into dgamma and dbeta where given. SetAffine first.
 template <typename S>
-void GradSums(const BatchNormActivation& act, const void* dy, const void* x,
+void GradSums(const ActivationChoice& act, const void* dy, const void* x,
               void* dx, const Tiling& t, Scratch<S> sc, void* dgamma,
               void* dbeta, const ParallelFor& parallel) {
   using Cm = Compute<S>;
@@ -453,7 +453,7 @@ void GradSums(const BatchNormActivation& act, const void* dy, const void* x,
 // The training grad's second pass: dx from the parameter gradients
 // (per channel at dgamma, dbeta) over `count` elements. SetAffine first.
 template <typename S>
-void TrainingDxPass(const BatchNormActivation& act, const void* dy,
+void TrainingDxPass(const ActivationChoice& act, const void* dy,
                     const void* x, void* dx, const void* d_mean,
                     const void* d_variance, const Compute<S>* dgamma,
                     const Compute<S>* dbeta, double count, const Tiling& t,
@@ -477,7 +477,7 @@ void TrainingDxPass(const BatchNormActivation& act, const void* dy,
 }
 
 template <typename S>
-void ForwardPass(const BatchNormActivation& act, const void* x, void* y,
+void ForwardPass(const ActivationChoice& act, const void* x, void* y,
                  const Tiling& t, Scratch<S> sc,
                  const ParallelFor& parallel) {
   using Stored = typename S::Stored;
@@ -497,7 +497,7 @@ int64_t BatchNormScratchDoubles(BatchNormLayout layout) {
   return 2 * t.partials() + kChannelArrays * layout.channels;
 }
 
-void CpuBatchNormTraining(const BatchNormActivation& act, Dtype dtype,
+void CpuBatchNormTraining(const ActivationChoice& act, Dtype dtype,
                           const void* x, const void* gamma, const void* beta,
                           float epsilon, void* y, void* mean, void* variance,
                           BatchNormLayout layout, double* scratch,
@@ -527,7 +527,7 @@ void CpuBatchNormTraining(const BatchNormActivation& act, Dtype dtype,
   });
 }
 
-void CpuBatchNormTrainingGrad(const BatchNormActivation& act, Dtype dtype,
+void CpuBatchNormTrainingGrad(const ActivationChoice& act, Dtype dtype,
                               const void* dy, const void* x,
                               const void* gamma, const void* beta,
                               const void* mean, const void* variance,
@@ -550,7 +550,7 @@ void CpuBatchNormTrainingGrad(const BatchNormActivation& act, Dtype dtype,
 }
 
 void CpuBatchNormTrainingInputGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const ActivationChoice& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
     const void* variance, const void* d_mean, const void* d_variance,
     const void* dgamma, const void* dbeta, double count, float epsilon,
@@ -568,7 +568,7 @@ void CpuBatchNormTrainingInputGrad(
   });
 }
 
-void CpuBatchNormInference(const BatchNormActivation& act, Dtype dtype,
+void CpuBatchNormInference(const ActivationChoice& act, Dtype dtype,
                            const void* x, const void* gamma, const void* beta,
                            const void* mean, const void* variance,
                            float epsilon, void* y, BatchNormLayout layout,
@@ -583,7 +583,7 @@ void CpuBatchNormInference(const BatchNormActivation& act, Dtype dtype,
   });
 }
 
-void CpuBatchNormInferenceGrad(const BatchNormActivation& act, Dtype dtype,
+void CpuBatchNormInferenceGrad(const ActivationChoice& act, Dtype dtype,
                                const void* dy, const void* x,
                                const void* gamma, const void* beta,
                                const void* mean, const void* variance,

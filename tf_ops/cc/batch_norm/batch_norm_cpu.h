@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "tf_ops/cc/batch_norm/batch_norm_activation.h"
+#include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/batch_norm/batch_norm_math.h"
 #include "tf_ops/cc/core/dtype.h"
 #include "tf_ops/cc/core/parallel_for.h"
@@ -31,7 +31,7 @@ int64_t BatchNormScratchDoubles(BatchNormLayout layout);
 // y = f(x * scale + shift) with the batch statistics; writes the batch mean
 // and (biased) variance. Two passes over x; one (the statistics alone) when
 // y is null.
-void CpuBatchNormTraining(const BatchNormActivation& act, Dtype dtype,
+void CpuBatchNormTraining(const ActivationChoice& act, Dtype dtype,
                           const void* x, const void* gamma, const void* beta,
                           float epsilon, void* y, void* mean, void* variance,
                           BatchNormLayout layout, double* scratch,
@@ -41,7 +41,7 @@ void CpuBatchNormTraining(const BatchNormActivation& act, Dtype dtype,
 // d_mean, d_variance: the gradients of those outputs). Two passes over x, dy:
 // CpuBatchNormInferenceGrad's sums, then CpuBatchNormTrainingInputGrad;
 // the first alone when dx is null.
-void CpuBatchNormTrainingGrad(const BatchNormActivation& act, Dtype dtype,
+void CpuBatchNormTrainingGrad(const ActivationChoice& act, Dtype dtype,
                               const void* dy, const void* x,
                               const void* gamma, const void* beta,
                               const void* mean, const void* variance,
@@ -56,7 +56,7 @@ void CpuBatchNormTrainingGrad(const BatchNormActivation& act, Dtype dtype,
 // batch of `count` elements per channel that x is part of (summed over the
 // replicas of a synchronized batch norm). One pass over x, dy.
 void CpuBatchNormTrainingInputGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const ActivationChoice& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
     const void* variance, const void* d_mean, const void* d_variance,
     const void* dgamma, const void* dbeta, double count, float epsilon,
@@ -64,7 +64,7 @@ void CpuBatchNormTrainingInputGrad(
     const ParallelFor& parallel);
 
 // y = f(x * scale + shift) with the given statistics. One pass.
-void CpuBatchNormInference(const BatchNormActivation& act, Dtype dtype,
+void CpuBatchNormInference(const ActivationChoice& act, Dtype dtype,
                            const void* x, const void* gamma, const void* beta,
                            const void* mean, const void* variance,
                            float epsilon, void* y, BatchNormLayout layout,
@@ -74,7 +74,7 @@ void CpuBatchNormInference(const BatchNormActivation& act, Dtype dtype,
 // dx = scale * dz, dgamma = rstd * sum(dz * (x - mean)), dbeta = sum(dz) of
 // CpuBatchNormInference, statistics held fixed. One pass; dx null: the sums
 // alone.
-void CpuBatchNormInferenceGrad(const BatchNormActivation& act, Dtype dtype,
+void CpuBatchNormInferenceGrad(const ActivationChoice& act, Dtype dtype,
                                const void* dy, const void* x,
                                const void* gamma, const void* beta,
                                const void* mean, const void* variance,

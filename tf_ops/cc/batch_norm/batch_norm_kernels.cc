@@ -91,7 +91,7 @@ class BatchNormOp : public OpKernel {
     double* sp = scratch.flat<double>().data();
     const Dtype dtype = DtypeOf<T>();
     const float eps = attrs_.epsilon;
-    const BatchNormActivation& act = attrs_.activation;
+    const ActivationChoice& act = attrs_.activation;
     // y or x_backprop, in place of an input where TensorFlow allows; left
     // out when nothing consumes it (the engines then skip its pass: the
     // statistics alone, the grad's sums alone).

@@ -12,7 +12,8 @@
 // Normalisation is Keras's tf.nn.batch_normalization form, per channel
 //   scale = gamma * rsqrt(variance + epsilon),  shift = beta - mean * scale,
 //   z = x * scale + shift,  y = f(z)
-// with f an activation of activation_math.h or Identity. The same form serves
+// with f an activation of activation_math.h or Identity
+// (activation_choice.h). The same form serves
 // training (batch statistics) and inference (moving statistics).
 //
 // Backward, with dz = dy * f'(z) recomputed from x (no stored z or y), r =
@@ -42,8 +43,8 @@
 
 #include <cstdint>
 
+#include "tf_ops/cc/activation/activation_derivative.h"
 #include "tf_ops/cc/activation/activation_math.h"
-#include "tf_ops/cc/fused/fused_math.h"
 
 namespace tf_ops {
 
@@ -51,26 +52,6 @@ namespace tf_ops {
 // lowering gives XlaValue its own.
 TF_OPS_HOST_DEVICE float Sqrt(float x) { return ::sqrtf(x); }
 TF_OPS_HOST_DEVICE double Sqrt(double x) { return ::sqrt(x); }
-
-// No activation: y = z.
-struct Identity {
-  static constexpr const char* kName = "Identity";
-  static constexpr int kCyclesPerElement = 0;
-  static constexpr bool kGradTakesOutputs = false;
-
-  template <typename T>
-  TF_OPS_HOST_DEVICE T Forward(T x) const {
-    return x;
-  }
-  template <typename T>
-  TF_OPS_HOST_DEVICE T Derivative(T) const {
-    return T(1);
-  }
-  template <typename T>
-  TF_OPS_HOST_DEVICE T SecondDerivative(T) const {
-    return T(0);
-  }
-};
 
 // The tensor around its channel axis.
 struct BatchNormLayout {

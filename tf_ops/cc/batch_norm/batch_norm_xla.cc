@@ -50,7 +50,7 @@ inline XlaValue Sqrt(const XlaValue& v) { return XlaValue(xla::Sqrt(v.op())); }
 
 }  // namespace tf_ops
 
-#include "tf_ops/cc/batch_norm/batch_norm_activation.h"
+#include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
 #include "tf_ops/cc/batch_norm/batch_norm_math.h"
 #include "tf_ops/cc/batch_norm/batch_norm_shapes.h"

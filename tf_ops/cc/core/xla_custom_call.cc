@@ -52,6 +52,12 @@ XlaFfiAttrs& XlaFfiAttrs::Add(const std::string& name, bool value) {
   return *this;
 }
 
+XlaFfiAttrs& XlaFfiAttrs::AddName(const std::string& name,
+                                  const std::string& value) {
+  entries_.push_back(absl::StrCat(name, " = \"", value, "\""));
+  return *this;
+}
+
 std::string XlaFfiAttrs::Dictionary() const {
   return absl::StrCat("{", absl::StrJoin(entries_, ", "), "}");
 }

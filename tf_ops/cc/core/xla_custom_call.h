@@ -48,7 +48,10 @@ class XlaFfiAttrs {
   XlaFfiAttrs& Add(const std::string& name, float value);
   XlaFfiAttrs& Add(const std::string& name, int64_t value);
   XlaFfiAttrs& Add(const std::string& name, bool value);
-  // {a = 0x3F800000 : f32, b = -1 : i64, c = true}
+  // A string attribute (std::string_view in the handler) holding a name:
+  // letters, digits and '_' only, so that it needs no escaping.
+  XlaFfiAttrs& AddName(const std::string& name, const std::string& value);
+  // {a = 0x3F800000 : f32, b = -1 : i64, c = true, d = "Swish"}
   std::string Dictionary() const;
 
  private:

@@ -9,9 +9,9 @@
 //   TfOps>Gated{Act}Grad   da = g b f'(a),          of the last axis)
 //                          db = g f(a)
 //
-// f'(z) is the functor's Derivative at the features; for an activation whose
-// grad op takes the outputs (Elu), at y = f(z), recomputed here: the fused
-// ops keep the features (x, b) and never store y.
+// f'(z) is the functor's Derivative at the features (DerivativeAtFeatures,
+// activation_derivative.h): the fused ops keep the features (x, b) and never
+// store y.
 //
 // Plain C++17 that nvcc also compiles; T is float or double on the CPU and in
 // CUDA code, or XlaValue in the XLA lowering, as for activation_math.h.
@@ -19,30 +19,10 @@
 #ifndef TF_OPS_CC_FUSED_MATH_H_
 #define TF_OPS_CC_FUSED_MATH_H_
 
+#include "tf_ops/cc/activation/activation_derivative.h"
 #include "tf_ops/cc/activation/activation_math.h"
 
 namespace tf_ops {
-
-// Op::kGradTakesOutputs, false for a formula without it (GeluFormula, which
-// the CPU engine runs in place of Gelu).
-template <typename Op, typename = void>
-struct TakesOutputs {
-  static constexpr bool value = false;
-};
-template <typename Op>
-struct TakesOutputs<Op, decltype(void(Op::kGradTakesOutputs))> {
-  static constexpr bool value = Op::kGradTakesOutputs;
-};
-
-// f'(z) at the features z, whatever the functor's Derivative takes.
-template <typename Op, typename T>
-TF_OPS_HOST_DEVICE T DerivativeAtFeatures(const Op& op, T z) {
-  if constexpr (TakesOutputs<Op>::value) {
-    return op.Derivative(op.Forward(z));
-  } else {
-    return op.Derivative(z);
-  }
-}
 
 // TfOps>Bias{Act}: f(x + b).
 template <typename Op, typename T>

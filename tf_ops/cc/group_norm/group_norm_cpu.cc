@@ -11,9 +11,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "tf_ops/cc/activation/activation_derivative.h"
 #include "tf_ops/cc/core/cpu_isa.h"
 #include "tf_ops/cc/core/cpu_storage.h"
-#include "tf_ops/cc/fused/fused_math.h"
 #include "tf_ops/cc/group_norm/group_norm_math.h"
 
 namespace tf_ops {
@@ -34,7 +34,7 @@ using Compute = decltype(S::Load(typename S::Stored()));
 // fn(op) with the activation's functor, its formula fixed (Gelu's
 // `approximate`) so that each loop holds one formula.
 template <typename Fn>
-void WithActivation(const BatchNormActivation& act, const Fn& fn) {
+void WithActivation(const ActivationChoice& act, const Fn& fn) {
   VisitActivation(act, [&](const auto& op) {
     WithFixedFormula(op, [&](auto fixed) { fn(fixed); }, 0);
   });
@@ -297,7 +297,7 @@ void GradApply(const Op& op, const GroupNormTiling& t,
                 [&](auto s) { Sums<decltype(s)>(t, io, begin, end); });      \
   }                                                                          \
   TF_OPS_ISA_ENTRY(TARGET) void GroupApply##Suffix(         \
-      const BatchNormActivation& act, Dtype dtype, const GroupNormTiling& t, \
+      const ActivationChoice& act, Dtype dtype, const GroupNormTiling& t, \
       const GroupNormBuffers& io, int64_t begin, int64_t end) {              \
     WithStorage(dtype, [&](auto s) {                                         \
       WithActivation(act, [&](const auto& op) {                              \
@@ -306,7 +306,7 @@ void GradApply(const Op& op, const GroupNormTiling& t,
     });                                                                      \
   }                                                                          \
   TF_OPS_ISA_ENTRY(TARGET) void GroupGradSums##Suffix(      \
-      const BatchNormActivation& act, Dtype dtype, const GroupNormTiling& t, \
+      const ActivationChoice& act, Dtype dtype, const GroupNormTiling& t, \
       const GroupNormBuffers& io, int64_t begin, int64_t end) {              \
     WithStorage(dtype, [&](auto s) {                                         \
       WithActivation(act, [&](const auto& op) {                              \
@@ -315,7 +315,7 @@ void GradApply(const Op& op, const GroupNormTiling& t,
     });                                                                      \
   }                                                                          \
   TF_OPS_ISA_ENTRY(TARGET) void GroupGradApply##Suffix(     \
-      const BatchNormActivation& act, Dtype dtype, const GroupNormTiling& t, \
+      const ActivationChoice& act, Dtype dtype, const GroupNormTiling& t, \
       const GroupNormBuffers& io, int64_t begin, int64_t end) {              \
     WithStorage(dtype, [&](auto s) {                                         \
       WithActivation(act, [&](const auto& op) {                              \
@@ -351,19 +351,19 @@ void CpuGroupNormSums(Dtype dtype, const GroupNormTiling& t,
   TF_OPS_CPU_ISA_DISPATCH(GroupSums, dtype, t, io, begin, end)
 }
 
-void CpuGroupNormApply(const BatchNormActivation& act, Dtype dtype,
+void CpuGroupNormApply(const ActivationChoice& act, Dtype dtype,
                        const GroupNormTiling& t, const GroupNormBuffers& io,
                        int64_t begin, int64_t end) {
   TF_OPS_CPU_ISA_DISPATCH(GroupApply, act, dtype, t, io, begin, end)
 }
 
-void CpuGroupNormGradSums(const BatchNormActivation& act, Dtype dtype,
+void CpuGroupNormGradSums(const ActivationChoice& act, Dtype dtype,
                           const GroupNormTiling& t, const GroupNormBuffers& io,
                           int64_t begin, int64_t end) {
   TF_OPS_CPU_ISA_DISPATCH(GroupGradSums, act, dtype, t, io, begin, end)
 }
 
-void CpuGroupNormGradApply(const BatchNormActivation& act, Dtype dtype,
+void CpuGroupNormGradApply(const ActivationChoice& act, Dtype dtype,
                            const GroupNormTiling& t, const GroupNormBuffers& io,
                            int64_t begin, int64_t end) {
   TF_OPS_CPU_ISA_DISPATCH(GroupGradApply, act, dtype, t, io, begin, end)

@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "tf_ops/cc/batch_norm/batch_norm_activation.h"
+#include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/core/dtype.h"
 #include "tf_ops/cc/group_norm/group_norm_math.h"
 
@@ -67,18 +67,18 @@ void CpuGroupNormSums(Dtype dtype, const GroupNormTiling& t,
                       const GroupNormBuffers& io, int64_t begin, int64_t end);
 void CpuGroupNormStats(Dtype dtype, const GroupNormTiling& t, double epsilon,
                        const GroupNormBuffers& io);
-void CpuGroupNormApply(const BatchNormActivation& act, Dtype dtype,
+void CpuGroupNormApply(const ActivationChoice& act, Dtype dtype,
                        const GroupNormTiling& t, const GroupNormBuffers& io,
                        int64_t begin, int64_t end);
 
 // Backward: units of the sums of dz and dz * xhat; then dgamma, dbeta and the
 // dx coefficients (one thread); then units of dx.
-void CpuGroupNormGradSums(const BatchNormActivation& act, Dtype dtype,
+void CpuGroupNormGradSums(const ActivationChoice& act, Dtype dtype,
                           const GroupNormTiling& t, const GroupNormBuffers& io,
                           int64_t begin, int64_t end);
 void CpuGroupNormGradReduce(Dtype dtype, const GroupNormTiling& t,
                             const GroupNormBuffers& io);
-void CpuGroupNormGradApply(const BatchNormActivation& act, Dtype dtype,
+void CpuGroupNormGradApply(const ActivationChoice& act, Dtype dtype,
                            const GroupNormTiling& t, const GroupNormBuffers& io,
                            int64_t begin, int64_t end);
 

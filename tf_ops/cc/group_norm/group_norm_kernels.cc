@@ -18,8 +18,8 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/types.h"
-#include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
 #include "tf_ops/cc/core/kernel_helpers.h"
+#include "tf_ops/cc/group_norm/group_norm_attrs.h"
 #include "tf_ops/cc/group_norm/group_norm_checks.h"
 #include "tf_ops/cc/group_norm/group_norm_cpu.h"
 
@@ -44,7 +44,7 @@ std::vector<int64_t> DimsOf(const TensorShape& s) {
 }
 
 #if !TF_OPS_WITH_CUDA
-int ActivationCycles(const BatchNormActivation& act) {
+int ActivationCycles(const ActivationChoice& act) {
   int cycles = 1;
   VisitActivation(act, [&](const auto& op) {
     cycles = std::decay_t<decltype(op)>::kCyclesPerElement;
@@ -59,8 +59,7 @@ class GroupNormOp : public OpKernel {
   using U = ComputeType<T>;
 
   explicit GroupNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadBatchNormAttrs(ctx, Name(), &attrs_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("groups", &groups_));
+    OP_REQUIRES_OK(ctx, ReadGroupNormAttrs(ctx, Name(), &attrs_));
     tensorflow::DataType u;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("U", &u));
     OP_REQUIRES(ctx, u == tensorflow::DataTypeToEnum<U>::value,
@@ -77,7 +76,7 @@ class GroupNormOp : public OpKernel {
     const Tensor& x = ctx->input(x_at);
     const std::vector<int64_t> dims = DimsOf(x.shape());
     GroupNormShape shape;
-    OP_REQUIRES_OK(ctx, LayoutOf(op, dims, attrs_.axis, groups_, &shape));
+    OP_REQUIRES_OK(ctx, LayoutOf(op, dims, attrs_.axis, attrs_.groups, &shape));
     const Tensor& scale = ctx->input(x_at + 1);
     const Tensor& offset = ctx->input(x_at + 2);
     OP_REQUIRES_OK(ctx, CheckChannelVector(op, "scale", dims, shape.c,
@@ -95,7 +94,7 @@ class GroupNormOp : public OpKernel {
     Tensor partials_holder;
 #endif
     const Dtype dtype = DtypeOf<T>();
-    const BatchNormActivation& act = attrs_.activation;
+    const ActivationChoice& act = attrs_.activation;
     Tensor* out = nullptr;
     if (!kGrad) {
       OP_REQUIRES_OK(ctx, ReuseOrAllocateOutput<Device>(ctx, {0}, 0,
@@ -201,8 +200,7 @@ class GroupNormOp : public OpKernel {
   static std::string Name() {
     return kGrad ? "TfOps>GroupNormGrad" : "TfOps>GroupNorm";
   }
-  BatchNormAttrs attrs_;
-  int64_t groups_ = 1;
+  GroupNormAttrs attrs_;
 };
 
 }  // namespace

@@ -2,8 +2,8 @@
 // (math: group_norm_math.h; layout and checks: group_norm_checks.h). x, y and
 // their gradients: T in {half, bfloat16, float, double}; scale (gamma),
 // offset (beta), the per-group statistics and the parameter gradients: U,
-// float (double for double x). The activation attributes are batch norm's
-// (batch_norm_attrs.h: any activation of the activation list). Shapes are
+// float (double for double x). The attributes: group_norm_attrs.h (the
+// activation: any of the activation list, activation_choice.h). Shapes are
 // checked here where known, and by the kernels at run time.
 
 #include <string>
@@ -14,7 +14,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/types.h"
-#include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
+#include "tf_ops/cc/group_norm/group_norm_attrs.h"
 #include "tf_ops/cc/group_norm/group_norm_checks.h"
 
 namespace tf_ops {
@@ -35,10 +35,9 @@ std::vector<int64_t> DimsOf(InferenceContext* c, ShapeHandle s) {
 template <bool kGrad>
 absl::Status ShapeFn(InferenceContext* c) {
   const std::string op = kGrad ? "TfOps>GroupNormGrad" : "TfOps>GroupNorm";
-  BatchNormAttrs attrs;
-  TF_RETURN_IF_ERROR(ReadBatchNormAttrs(c, op, &attrs));
-  int64_t groups = 0;
-  TF_RETURN_IF_ERROR(c->GetAttr("groups", &groups));
+  GroupNormAttrs attrs;
+  TF_RETURN_IF_ERROR(ReadGroupNormAttrs(c, op, &attrs));
+  const int64_t groups = attrs.groups;
   DataType t, u;
   TF_RETURN_IF_ERROR(c->GetAttr("T", &t));
   TF_RETURN_IF_ERROR(c->GetAttr("U", &u));

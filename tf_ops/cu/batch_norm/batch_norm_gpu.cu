@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tf_ops/cc/batch_norm/batch_norm_activation.h"
+#include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/batch_norm/batch_norm_math.h"
 #include "tf_ops/cu/batch_norm/batch_norm_gpu.h"
 #include "tf_ops/cu/core/launch_common.cuh"
@@ -349,7 +349,7 @@ void LaunchElements(const K& k, BatchNormLayout l, cudaStream_t stream) {
 // Training (kTraining: the batch statistics into mean and variance) or
 // inference (the given mean and variance); then y where given.
 template <bool kTraining>
-const char* LaunchForward(const BatchNormActivation& act, Dtype dtype,
+const char* LaunchForward(const ActivationChoice& act, Dtype dtype,
                           const void* x_raw, const void* gamma,
                           const void* beta, const void* mean,
                           const void* variance, float epsilon, void* y_raw,
@@ -388,7 +388,7 @@ const char* LaunchForward(const BatchNormActivation& act, Dtype dtype,
 enum class GradKind { kTraining, kInference, kTrainingInputGrad };
 
 template <GradKind kKind>
-const char* LaunchGrad(const BatchNormActivation& act, Dtype dtype,
+const char* LaunchGrad(const ActivationChoice& act, Dtype dtype,
                        const void* dy_raw, const void* x_raw,
                        const void* gamma, const void* beta, const void* mean,
                        const void* variance, const void* d_mean,
@@ -435,7 +435,7 @@ int64_t BatchNormGpuScratchDoubles(BatchNormLayout layout) {
          kChannelArrays * layout.channels;
 }
 
-const char* LaunchBatchNormTraining(const BatchNormActivation& act,
+const char* LaunchBatchNormTraining(const ActivationChoice& act,
                                     Dtype dtype, const void* x,
                                     const void* gamma, const void* beta,
                                     float epsilon, void* y, void* mean,
@@ -446,7 +446,7 @@ const char* LaunchBatchNormTraining(const BatchNormActivation& act,
                              static_cast<cudaStream_t>(stream));
 }
 
-const char* LaunchBatchNormInference(const BatchNormActivation& act,
+const char* LaunchBatchNormInference(const ActivationChoice& act,
                                      Dtype dtype, const void* x,
                                      const void* gamma, const void* beta,
                                      const void* mean, const void* variance,
@@ -459,7 +459,7 @@ const char* LaunchBatchNormInference(const BatchNormActivation& act,
 }
 
 const char* LaunchBatchNormTrainingGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const ActivationChoice& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
     const void* variance, const void* d_mean, const void* d_variance,
     float epsilon, void* dx, void* dgamma, void* dbeta,
@@ -471,7 +471,7 @@ const char* LaunchBatchNormTrainingGrad(
 }
 
 const char* LaunchBatchNormTrainingInputGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const ActivationChoice& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
     const void* variance, const void* d_mean, const void* d_variance,
     const void* dgamma, const void* dbeta, double count, float epsilon,
@@ -483,7 +483,7 @@ const char* LaunchBatchNormTrainingInputGrad(
 }
 
 const char* LaunchBatchNormInferenceGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const ActivationChoice& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
     const void* variance, float epsilon, void* dx, void* dgamma, void* dbeta,
     BatchNormLayout layout, double* scratch, void* stream) {

@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "tf_ops/cc/batch_norm/batch_norm_activation.h"
+#include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/batch_norm/batch_norm_math.h"
 #include "tf_ops/cc/core/dtype.h"
 
@@ -22,7 +22,7 @@ namespace tf_ops {
 
 int64_t BatchNormGpuScratchDoubles(BatchNormLayout layout);
 
-const char* LaunchBatchNormTraining(const BatchNormActivation& act,
+const char* LaunchBatchNormTraining(const ActivationChoice& act,
                                     Dtype dtype, const void* x,
                                     const void* gamma, const void* beta,
                                     float epsilon, void* y, void* mean,
@@ -30,20 +30,20 @@ const char* LaunchBatchNormTraining(const BatchNormActivation& act,
                                     double* scratch, void* stream);
 
 const char* LaunchBatchNormTrainingGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const ActivationChoice& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
     const void* variance, const void* d_mean, const void* d_variance,
     float epsilon, void* dx, void* dgamma, void* dbeta,
     BatchNormLayout layout, double* scratch, void* stream);
 
 const char* LaunchBatchNormTrainingInputGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const ActivationChoice& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
     const void* variance, const void* d_mean, const void* d_variance,
     const void* dgamma, const void* dbeta, double count, float epsilon,
     void* dx, BatchNormLayout layout, double* scratch, void* stream);
 
-const char* LaunchBatchNormInference(const BatchNormActivation& act,
+const char* LaunchBatchNormInference(const ActivationChoice& act,
                                      Dtype dtype, const void* x,
                                      const void* gamma, const void* beta,
                                      const void* mean, const void* variance,
@@ -52,7 +52,7 @@ const char* LaunchBatchNormInference(const BatchNormActivation& act,
                                      void* stream);
 
 const char* LaunchBatchNormInferenceGrad(
-    const BatchNormActivation& act, Dtype dtype, const void* dy,
+    const ActivationChoice& act, Dtype dtype, const void* dy,
     const void* x, const void* gamma, const void* beta, const void* mean,
     const void* variance, float epsilon, void* dx, void* dgamma, void* dbeta,
     BatchNormLayout layout, double* scratch, void* stream);

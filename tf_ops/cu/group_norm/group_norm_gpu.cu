@@ -1,5 +1,5 @@
 // The group-norm ops' CUDA kernels (group_norm_gpu.h), from group_norm_math.h
-// and the activation functors (fused_math.h's DerivativeAtFeatures).
+// and the activation functors (DerivativeAtFeatures: activation_derivative.h).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "tf_ops/cc/activation/activation_derivative.h"
 #include "tf_ops/cc/core/dtype.h"
-#include "tf_ops/cc/fused/fused_math.h"
 #include "tf_ops/cc/group_norm/group_norm_math.h"
 #include "tf_ops/cu/core/launch_common.cuh"
 #include "tf_ops/cu/group_norm/group_norm_gpu.h"
@@ -254,7 +254,7 @@ int64_t GroupNormGpuScratchBytes(const GroupNormShape& shape) {
   return (UnitsOf(shape).partials() + 2 * shape.n * shape.groups) * 8;
 }
 
-const char* LaunchGroupNormForward(const BatchNormActivation& act, Dtype dtype,
+const char* LaunchGroupNormForward(const ActivationChoice& act, Dtype dtype,
                                    const GroupNormShape& shape, double epsilon,
                                    const void* x, const void* gamma,
                                    const void* beta, void* y, void* mean,
@@ -286,7 +286,7 @@ const char* LaunchGroupNormForward(const BatchNormActivation& act, Dtype dtype,
   });
 }
 
-const char* LaunchGroupNormGrad(const BatchNormActivation& act, Dtype dtype,
+const char* LaunchGroupNormGrad(const ActivationChoice& act, Dtype dtype,
                                 const GroupNormShape& shape, const void* dy,
                                 const void* x, const void* gamma,
                                 const void* beta, const void* mean,

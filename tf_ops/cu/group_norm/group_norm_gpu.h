@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "tf_ops/cc/batch_norm/batch_norm_activation.h"
+#include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/core/dtype.h"
 #include "tf_ops/cc/group_norm/group_norm_math.h"
 
@@ -28,7 +28,7 @@ constexpr int64_t kGpuRowBlock = 64;
 int64_t GroupNormGpuScratchBytes(const GroupNormShape& shape);
 
 // y = f(x * a + b) and the statistics [n, groups]; y may alias x.
-const char* LaunchGroupNormForward(const BatchNormActivation& act, Dtype dtype,
+const char* LaunchGroupNormForward(const ActivationChoice& act, Dtype dtype,
                                    const GroupNormShape& shape, double epsilon,
                                    const void* x, const void* gamma,
                                    const void* beta, void* y, void* mean,
@@ -36,7 +36,7 @@ const char* LaunchGroupNormForward(const BatchNormActivation& act, Dtype dtype,
 
 // dx, dgamma, dbeta; dx may alias dy or x (each element is read by the thread
 // that writes it).
-const char* LaunchGroupNormGrad(const BatchNormActivation& act, Dtype dtype,
+const char* LaunchGroupNormGrad(const ActivationChoice& act, Dtype dtype,
                                 const GroupNormShape& shape, const void* dy,
                                 const void* x, const void* gamma,
                                 const void* beta, const void* mean,

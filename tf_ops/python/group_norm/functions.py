@@ -1,11 +1,11 @@
 """Group normalization fused with the activation after it: `tf_ops.group_norm`.
 
 One ``TfOps>GroupNorm`` op forward (two passes over x) and one ``TfOps>GroupNormGrad``
-backward (two passes over x and dy); under `tf_ops.portable()`, and while XLA traces
-it (the ops have no XLA lowering: XLA fuses the composite itself), it builds the
-portable composite instead: Keras 3's own math (reshape into groups, float32
-``moments``, ``x * inv + res``) from TensorFlow built-ins, then the activation's
-portable composite. The op's C++ checks run either way.
+backward (two passes over x and dy), under XLA too (``group_norm_xla.cc``: a custom call
+into the same engine); under `tf_ops.portable()`, and while XLA traces it in a library
+built without XLA lowerings, it builds the portable composite instead: Keras 3's own
+math (reshape into groups, float32 ``moments``, ``x * inv + res``) from TensorFlow
+built-ins, then the activation's portable composite. The op's C++ checks run either way.
 
 gamma, beta and the statistics are float32 for half, bfloat16 and float32 x, float64
 for float64 x; the wrapper casts them.
