@@ -17,7 +17,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
 #include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
-#include "tf_ops/cc/batch_norm/batch_norm_shapes.h"
+#include "tf_ops/cc/batch_norm/batch_norm_checks.h"
 #include "tf_ops/cc/core/kernel_helpers.h"
 
 #if TF_OPS_WITH_CUDA

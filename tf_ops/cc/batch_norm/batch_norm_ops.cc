@@ -1,5 +1,5 @@
 // The batch normalization + activation ops (math: batch_norm_math.h;
-// signatures and shape rules: batch_norm_shapes.h). x, y and their gradients:
+// signatures and shape rules: batch_norm_checks.h). x, y and their gradients:
 // T in {half, bfloat16, float, double}; the per-channel tensors: U, float
 // (double for double x). Shapes are checked here where known, and by the
 // kernels and XLA lowerings at run time.
@@ -12,7 +12,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
-#include "tf_ops/cc/batch_norm/batch_norm_shapes.h"
+#include "tf_ops/cc/batch_norm/batch_norm_checks.h"
 
 namespace tf_ops {
 namespace {

@@ -1,4 +1,4 @@
-// XLA lowerings of the four batch-norm ops (batch_norm_shapes.h) on the
+// XLA lowerings of the four batch-norm ops (batch_norm_checks.h) on the
 // XLA_CPU_JIT and XLA_GPU_JIT devices, for every activation the ops take:
 // batch_norm_math.h's formulas with T = XlaValue (xla_value.h) over whole
 // tensors, as the CPU and CUDA engines run them element by element, the same
@@ -53,7 +53,7 @@ inline XlaValue Sqrt(const XlaValue& v) { return XlaValue(xla::Sqrt(v.op())); }
 #include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
 #include "tf_ops/cc/batch_norm/batch_norm_math.h"
-#include "tf_ops/cc/batch_norm/batch_norm_shapes.h"
+#include "tf_ops/cc/batch_norm/batch_norm_checks.h"
 
 namespace tf_ops {
 namespace {

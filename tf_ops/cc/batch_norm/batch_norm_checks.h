@@ -22,8 +22,8 @@
 // one element per channel (x's size along `axis`); y_backprop of x's shape;
 // count a scalar.
 
-#ifndef TF_OPS_CC_BATCH_NORM_BATCH_NORM_SHAPES_H_
-#define TF_OPS_CC_BATCH_NORM_BATCH_NORM_SHAPES_H_
+#ifndef TF_OPS_CC_BATCH_NORM_BATCH_NORM_CHECKS_H_
+#define TF_OPS_CC_BATCH_NORM_BATCH_NORM_CHECKS_H_
 
 #include <string>
 #include <vector>
@@ -148,4 +148,4 @@ absl::Status BatchNormLayoutOf(BatchNormPhase phase, int axis_attr,
 
 }  // namespace tf_ops
 
-#endif  // TF_OPS_CC_BATCH_NORM_BATCH_NORM_SHAPES_H_
+#endif  // TF_OPS_CC_BATCH_NORM_BATCH_NORM_CHECKS_H_
