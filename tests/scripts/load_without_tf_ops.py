@@ -16,6 +16,12 @@ try:
 except ImportError:
     pass
 
+# Absolute tolerance where a model's float32 rounding grows past 1e-6: keras-hub's VAE runs
+# 12 GroupNorm + SiLU + conv blocks, and the patched and stock float32 outputs differ by
+# ~1.2e-5 at outputs of ~4e-3 (its float64 check: test_patch_models'
+# test_matches_stock_keras_to_float32_rounding[VAE]).
+ATOL = {"VAE": 5e-5}
+
 directory = Path(sys.argv[1])
 files = json.loads((directory / "files.json").read_text())
 inputs = json.loads((directory / "inputs.json").read_text())
@@ -25,6 +31,7 @@ for name, path in files.items():
     x = inputs[name]
     x = {k: np.asarray(v) for k, v in x.items()} if isinstance(x, dict) else np.asarray(x)
     got = np.asarray(model.predict_on_batch(x))
-    np.testing.assert_allclose(got, expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(got, expected[name], rtol=1e-5, atol=ATOL.get(name, 1e-6),
+                               err_msg=name)
     assert not any(m == "tf_ops" or m.startswith("tf_ops.") for m in sys.modules), name
     print(f"{name}: same outputs without tf_ops")
