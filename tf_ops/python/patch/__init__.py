@@ -84,7 +84,9 @@ class KerasPatch:
     def __init__(self, families: tuple[str, ...]):
         self.families = families
         self._active = True
-        if "keras_hub" in sys.modules:  # its functions may be in models already built
+        # keras-hub's functions may be in models already built; once is enough (patch_keras
+        # may be entered at every step).
+        if "keras_hub" in sys.modules and not activations.ALIASES:
             _register_keras_hub_aliases()
         state.change(families, +1, ENTRIES, _available)
 
