@@ -177,6 +177,8 @@ clean:
 #                   sampled sweep against (tests/activation/test_accuracy.py)
 #   make accuracy-sampled  the same table from 2^24 float32 inputs per variant
 #                   (about a minute); the table says it is sampled
+#   ACCURACY_OPS=Relu6,Tanh  either one for these ops only (a new activation),
+#                   keeping the table's other rows
 ACCURACY_DIR := build-accuracy
 .PHONY: accuracy-build accuracy accuracy-sampled accuracy-clean
 accuracy-build:
@@ -185,11 +187,11 @@ accuracy-build:
 
 accuracy: accuracy-build
 	$(PYTHON) tools/accuracy/accuracy_table.py --build-dir $(ACCURACY_DIR) --full \
-	  --write docs/ops.md
+	  --ops "$(ACCURACY_OPS)" --write docs/ops.md
 
 accuracy-sampled: accuracy-build
 	$(PYTHON) tools/accuracy/accuracy_table.py --build-dir $(ACCURACY_DIR) \
-	  --write docs/ops.md
+	  --ops "$(ACCURACY_OPS)" --write docs/ops.md
 
 accuracy-clean:
 	rm -rf $(ACCURACY_DIR)

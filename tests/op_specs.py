@@ -479,6 +479,42 @@ def _sigmoid_ref_second(x):
     return s * sm * (sm - s)
 
 
+# --- Relu6 ------------------------------------------------------------------
+
+
+def _relu6_ref(x):
+    return np.clip(np.asarray(x, np.float64), 0.0, 6.0)
+
+
+def _relu6_ref_grad(g, x):
+    x = np.asarray(x, np.float64)
+    return np.asarray(g, np.float64) * ((x > 0) & (x < 6))
+
+
+def _relu6_ref_second(x):
+    return np.zeros_like(np.asarray(x, np.float64))
+
+
+# --- Tanh -------------------------------------------------------------------
+
+
+def _tanh_ref(x):
+    return np.tanh(np.asarray(x, np.float64))
+
+
+def _tanh_ref_grad(g, x):
+    with np.errstate(over="ignore"):
+        c = np.cosh(np.asarray(x, np.float64))  # 1 / cosh^2: no cancellation in the tails
+        return np.asarray(g, np.float64) / (c * c)
+
+
+def _tanh_ref_second(x):
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore"):
+        c = np.cosh(x)
+        return -2.0 * np.tanh(x) / (c * c)
+
+
 # ---------------------------------------------------------------------------
 # The table.
 # ---------------------------------------------------------------------------
@@ -645,6 +681,41 @@ SPECS: tuple[OpSpec, ...] = (
         compute_ulps=16.0,
         # f'' = s (1 - s) (1 - 2s) crosses zero at x = 0, where 1 - 2s = (1 - s) - s
         # cancels: its rounding is absolute (as HardSwish's f').
+        grad_abs_ulps=4.0,
+    ),
+    OpSpec(
+        name="Relu6",
+        forward=tf_ops.relu6,
+        grad_op=tf_ops.relu6_grad,
+        grad_grad_op=tf_ops.relu6_grad_grad,
+        grad_takes_outputs=False,
+        ref=_relu6_ref,
+        ref_grad=_relu6_ref_grad,
+        ref_second=_relu6_ref_second,
+        attr_variants=({},),
+        ref_limits=lambda: {math.inf: 6.0, -math.inf: 0.0},
+        kinks=(0.0, 6.0),
+        builtin_forward=lambda attrs: tf.nn.relu6,
+        builtin_grad=lambda attrs: (lambda g, v: tf.raw_ops.Relu6Grad(gradients=g, features=v)),
+    ),
+    OpSpec(
+        name="Tanh",
+        forward=tf_ops.tanh,
+        grad_op=tf_ops.tanh_grad,
+        grad_grad_op=tf_ops.tanh_grad_grad,
+        grad_takes_outputs=False,
+        ref=_tanh_ref,
+        ref_grad=_tanh_ref_grad,
+        ref_second=_tanh_ref_second,
+        attr_variants=({},),
+        ref_limits=lambda: {math.inf: 1.0, -math.inf: -1.0},
+        builtin_forward=lambda attrs: tf.tanh,
+        builtin_grad=lambda attrs: _tape_grad(tf.tanh),
+        builtin_atol_eps=1.0,
+        # e^(-2x) loses 2|x| ulps to an ulp of x (|x| <= 10 here).
+        compute_ulps=32.0,
+        # f'' = -2 tanh(x) sech^2(x) crosses zero at x = 0, where the composite's
+        # autodiff (s' = s (1 - s)) cancels: its rounding is absolute (as Sigmoid's).
         grad_abs_ulps=4.0,
     ),
 )

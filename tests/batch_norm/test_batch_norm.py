@@ -19,8 +19,7 @@ from op_specs import SPECS
 EPS = 1e-3
 ACTIVATIONS = [None] + [s.name for s in SPECS]
 _SPEC = {s.name: s for s in SPECS}
-_NAME = {"LeakyRelu": "leaky_relu", "Elu": "elu", "Gelu": "gelu", "Swish": "swish",
-         "Mish": "mish", "HardSwish": "hard_swish", "Celu": "celu", "Sigmoid": "sigmoid"}
+_NAME = {s.name: op_info.snake_case(s.name) for s in SPECS}
 TOL = {tf.float16: 4e-3, tf.bfloat16: 3e-2, tf.float32: 2e-5, tf.float64: 1e-11}
 
 

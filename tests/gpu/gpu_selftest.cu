@@ -381,6 +381,8 @@ std::vector<Celu> Variants(Celu) {
   return v;
 }
 std::vector<Sigmoid> Variants(Sigmoid) { return {Sigmoid{}}; }
+std::vector<Relu6> Variants(Relu6) { return {Relu6{}}; }
+std::vector<Tanh> Variants(Tanh) { return {Tanh{}}; }
 
 template <typename Family, typename Op>
 void CheckAllVariants(bool quick, Tally* t) {

@@ -144,14 +144,15 @@ def test_keras_hub_quick_gelu_runs_swish():
     assert not fused_op_types(relu, data, only=("activation",))
 
 
-@pytest.mark.parametrize("activation", ["gelu", "relu", keras.activations.swish, "tanh", None])
+@pytest.mark.parametrize("activation", ["gelu", "relu", keras.activations.swish, "tanh",
+                                        "relu6", "selu", None])
 def test_dense_fuses_bias_and_activation(activation):
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((5, 7)), keras.layers.Dense(6, activation=activation)])
     data = RNG.normal(0, 1, (3, 5, 7)).astype("float32")
     assert_close(*stock_and_patched(model, data, only=("dense",)))
     ops = fused_op_types(model, data)
-    fused = activation not in ("tanh", None)
+    fused = activation not in ("selu", None)  # tf_ops has no SELU kernel
     assert any(op.startswith("TfOps>Bias") for op in ops) == fused, ops
 
 
@@ -965,12 +966,13 @@ def test_summary_of_an_unpatched_model_says_what_the_patch_would_do():
 def test_summary_says_what_the_graph_runs_and_why_a_layer_is_left():
     """A Dense with a softmax activation: its bias and softmax are not one op, but the
     softmax runs tf_ops's (the traced graph has TfOps>Softmax), so the summary lists it
-    as fused, not as left for want of a kernel; a ReLU(max_value=6) (MobileNetV2's) is
-    left with a reason, not counted among the layers tf_ops has no op for."""
+    as fused, not as left for want of a kernel; a ReLU capped at 4 (tf_ops's cap is 6's,
+    MobileNet's) is left with a reason, not counted among the layers tf_ops has no op
+    for."""
     inputs = keras.Input((6, 6, 3))
     x = keras.layers.Conv2D(4, 3, name="conv")(inputs)
     x = keras.layers.BatchNormalization(name="bn")(x)
-    x = keras.layers.ReLU(max_value=6.0, name="relu6")(x)
+    x = keras.layers.ReLU(max_value=4.0, name="relu4")(x)
     x = keras.layers.Flatten(name="flat")(x)
     model = keras.Model(inputs, keras.layers.Dense(5, activation="softmax", name="probs")(x))
     with tf_ops.patch_keras():
@@ -981,8 +983,42 @@ def test_summary_says_what_the_graph_runs_and_why_a_layer_is_left():
     fused = {r.layers: r.detail for r in summary.fused}
     left = {r.layers: r.detail for r in summary.left}
     assert fused["probs"] == "matmul + bias (Keras's), then TfOps>Softmax"
-    assert left["relu6"].startswith("ReLU(max_value=6.0, threshold=0.0): tf_ops has no ")
+    assert left["relu4"].startswith("ReLU(max_value=4.0, threshold=0.0): tf_ops has a ReLU")
     assert "ReLU" not in dict(summary.no_op) and "Dense" not in dict(summary.no_op)
+
+
+def test_batch_norm_and_relu6_are_one_op():
+    """MobileNet's BatchNormalization -> ReLU(max_value=6): one TfOps>BatchNormTraining
+    with the Relu6 activation in training (values and gradients as Keras's), the
+    ReLU6 left to grappler's fused convolution at inference once the batch norm is
+    folded, and the summary's row says so; a standalone ReLU6 runs TfOps>Relu6."""
+    model = _conv_bn(keras.layers.ReLU(max_value=6.0, name="relu6"))
+    data = _images() * 4.0  # some outputs above 6
+    assert_close(*stock_and_patched(model, data, training=True))
+    ops = fused_op_types(model, data, training=True)
+    assert "TfOps>BatchNormTraining" in ops and not any("Relu6" in op for op in ops), ops
+    graph_attrs = _bn_activation_attrs(model, data)
+    assert graph_attrs == {"Relu6"}, graph_attrs
+    with tf_ops.patch_keras():
+        rows = {r.layers: r.detail for r in tf_ops.patch_summary(model).fused}
+    assert rows["bn + relu6"] == "batch norm + relu6 in one op", rows
+    alone = keras.Sequential([keras.Input((5,)), keras.layers.ReLU(max_value=6.0)])
+    x = RNG.normal(0, 5, (3, 5)).astype("float32")
+    assert_close(*stock_and_patched(alone, x))
+    assert fused_op_types(alone, x) == {"TfOps>Relu6", "TfOps>Relu6Grad"}
+
+
+def _bn_activation_attrs(model, data) -> set[str]:
+    """The `activation` attribute of every TfOps>BatchNormTraining op in `model`'s
+    training graph, traced under the patch."""
+    @tf.function
+    def run(x):
+        return model(x, training=True)
+
+    with tf_ops.patch_keras():
+        graph = run.get_concrete_function(tf.convert_to_tensor(data)).graph
+    return {op.get_attr("activation").decode() for op in graph.get_operations()
+            if op.type == "TfOps>BatchNormTraining"}
 
 
 # --- convolutions with one group per channel (conv family) ------------------------------

@@ -12,6 +12,8 @@ sweep found it, which the sampled sweep evaluates again.
 Usage (what `make accuracy` runs):
   python tools/accuracy/accuracy_table.py --build-dir build-accuracy --full \
       --write docs/ops.md
+(--ops Relu6,Tanh, `make accuracy ACCURACY_OPS=Relu6,Tanh`: a new activation's rows alone,
+the other rows kept.)
 (--from-json build-accuracy/accuracy-full.json renders an earlier sweep again;
 without --full, a sampled table: 2^24 float32 inputs for every variant.)
 Every table also includes `make test`'s own sample (TEST_SAMPLE, TEST_SEED).
@@ -187,6 +189,34 @@ def render(results: dict, when: str, command: str) -> str:
     return "\n".join(lines)
 
 
+def splice(old: str, new: str, ops: set[str]) -> str:
+    r"""The table block `old` with the rows of `ops` taken from the block `new` (a sweep of
+    those ops only), its other rows kept, and a sentence saying which rows are newer.
+
+    Example:
+      >>> old = "\n".join([BEGIN, "Full sweep.", "", HEADER, "|-|", "| A | x |", END])
+      >>> new = "\n".join([BEGIN, "Full sweep: new.", "", HEADER, "|-|", "| B | y |", END])
+      >>> lines = splice(old, new, {"B"}).splitlines()
+      >>> lines[1], lines[-3:]
+      ('Full sweep. B: full sweep: new.', ['| A | x |', '| B | y |', '<!-- accuracy-table:end -->'])
+    """
+    def parts(block: str):
+        lines = block.strip().splitlines()
+        start = lines.index(HEADER)
+        rows = [l for l in lines[start + 2:] if l.startswith("| ")]
+        return lines[1:start], lines[start:start + 2], rows
+
+    old_text, head, old_rows = parts(old)
+    new_text, _, new_rows = parts(new)
+    op_of = lambda row: row.strip("|").split("|")[0].strip()  # noqa: E731
+    kept = [r for r in old_rows if op_of(r) not in ops]
+    sentence = new_text[0][0].lower() + new_text[0][1:]
+    marker = f" {', '.join(sorted(ops))}: "
+    first = old_text[0].split(marker)[0]  # an earlier sweep of the same ops is replaced
+    text = [first + marker + sentence, *old_text[1:]]
+    return "\n".join([BEGIN, *text, *head, *kept, *new_rows, END])
+
+
 # ----------------------------------------------------------------- parse ---
 
 
@@ -216,6 +246,14 @@ def parse(markdown: str) -> dict[Key, dict]:
             "tail": cell(cells[7]),
         }
     return table
+
+
+def _block(doc: Path) -> str:
+    """The generated block of `doc`, markers included ("" where it has none)."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    if BEGIN not in text or END not in text:
+        return ""
+    return text[text.index(BEGIN) : text.index(END) + len(END)]
 
 
 def write(doc: Path, block: str) -> None:
@@ -349,8 +387,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="compare the results with this file's table")
     p.add_argument("--from-json", type=Path, nargs="+",
                    help="use these results of earlier sweeps (merged) instead of running one")
+    p.add_argument("--ops", default="",
+                   help="sweep only these ops (A,B: a new activation's rows); --write keeps "
+                        "the other ops' rows of the table")
     p.add_argument("sweep_args", nargs="*", help="more arguments for accuracy_sweep")
     a = p.parse_args(argv)
+    only = set(filter(None, a.ops.split(",")))
+    if only:
+        a.sweep_args = ["--ops", a.ops, *a.sweep_args]
     json_path = a.build_dir / ("accuracy-full.json" if a.full else "accuracy-sample.json")
     args = [
         "--variants", "all", "--sample", str(FULL_SWEEP_SAMPLE),
@@ -382,8 +426,16 @@ def main(argv: list[str] | None = None) -> int:
         for line in violations(results, table) if table else []:
             print("above the previous table:", line)
         command = "make accuracy" if a.full else "make accuracy-sampled"
+        if only:
+            command += f" ACCURACY_OPS={a.ops}"
         when = f"{datetime.date.today().isoformat()}, {_cpu_model()}"
-        write(a.write, render(results, when, command))
+        old_block = _block(a.write)
+
+        def rendered(results):
+            block = render(results, when, command)
+            return splice(old_block, block, only) if only and old_block else block
+
+        write(a.write, rendered(results))
         print(f"wrote the accuracy table into {a.write}")
         table = parse(a.write.read_text(encoding="utf-8"))
         # `make test` evaluates every variant at every input where a maximum was found, so a
@@ -409,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in grown:
                 print("at a new input:", line)
             results = merge([results, result])
-            write(a.write, render(results, when, command))
+            write(a.write, rendered(results))
             table = parse(a.write.read_text(encoding="utf-8"))
     problems = violations(results, table) if table else ["no accuracy table to check against"]
     for line in problems:

@@ -323,6 +323,43 @@ struct Reference<Sigmoid> {
   static Limits LimitsOf(const Sigmoid&) { return {1.0, 0.0, 0.0, 0.0}; }
 };
 
+// ----------------------------------------------------------------- Relu6 ---
+template <>
+struct Reference<Relu6> {
+  static std::vector<Variant<Relu6>> Variants() {
+    return {{Relu6{}, "", true}};
+  }
+  template <typename R>
+  static R Forward(const Relu6&, R x) {
+    return x < 0 ? R(0) : (x > 6 ? R(6) : x);
+  }
+  // f' = 1 strictly inside (0, 6), as TensorFlow's Relu6Grad.
+  template <typename R>
+  static Value<R> Grad(const Relu6&, R x) {
+    return Plain(x > 0 && x < 6 ? R(1) : R(0));
+  }
+  static Limits LimitsOf(const Relu6&) { return {6.0, 0.0, 0.0, 0.0}; }
+};
+
+// ------------------------------------------------------------------ Tanh ---
+template <>
+struct Reference<Tanh> {
+  static std::vector<Variant<Tanh>> Variants() {
+    return {{Tanh{}, "", true}};
+  }
+  template <typename R>
+  static R Forward(const Tanh&, R x) {
+    return std::tanh(x);
+  }
+  // f' = 1 / cosh^2 x (no cancellation; 0 once cosh overflows).
+  template <typename R>
+  static Value<R> Grad(const Tanh&, R x) {
+    const R c = std::cosh(x);
+    return Plain(R(1) / (c * c));
+  }
+  static Limits LimitsOf(const Tanh&) { return {1.0, -1.0, 0.0, 0.0}; }
+};
+
 // f and f' at any input, NaN and infinities included. NaN in gives NaN out.
 template <typename Op, typename R>
 R ForwardAt(const Op& op, R x) {

@@ -85,6 +85,16 @@ absl::Status ReadAttrs(Ctx*, Sigmoid*) {
   return absl::OkStatus();
 }
 
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx*, Relu6*) {
+  return absl::OkStatus();
+}
+
+template <typename Ctx>
+absl::Status ReadAttrs(Ctx*, Tanh*) {
+  return absl::OkStatus();
+}
+
 }  // namespace tf_ops
 
 #endif  // TF_OPS_CC_ACTIVATION_ATTRS_H_

@@ -77,11 +77,13 @@ struct ActivationChoice {
   }
 };
 
-// The attribute `activation` accepts these names.
+// The attribute `activation` accepts these names: 'Identity' and the list's,
+// joined at compile time.
+#define TF_OPS_CHOICE_QUOTED(Name) ", '" #Name "'"
 inline const char* ActivationChoiceNames() {
-  return "'Identity', 'LeakyRelu', 'Elu', 'Gelu', 'Swish', 'Mish', "
-         "'HardSwish', 'Celu', 'Sigmoid'";
+  return "'Identity'" TF_OPS_FOR_EACH_ACTIVATION(TF_OPS_CHOICE_QUOTED);
 }
+#undef TF_OPS_CHOICE_QUOTED
 
 template <typename Fn>
 void VisitActivation(const ActivationChoice& a, Fn&& fn) {

@@ -14,6 +14,8 @@
   X(Mish)                             \
   X(HardSwish)                        \
   X(Celu)                             \
-  X(Sigmoid)
+  X(Sigmoid)                          \
+  X(Relu6)                            \
+  X(Tanh)
 
 #endif  // TF_OPS_CC_ACTIVATION_LIST_H_

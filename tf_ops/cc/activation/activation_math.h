@@ -391,6 +391,70 @@ struct Sigmoid {
   }
 };
 
+// Relu6: f(x) = min(max(x, 0), 6), as tf.nn.relu6 (what Keras's
+// ReLU(max_value=6) and keras.activations.relu6 run). The clamp keeps NaN and
+// the sign of a zero. f' = 1 strictly inside (0, 6), else 0, as TensorFlow's
+// Relu6Grad; f'' = 0.
+struct Relu6 {
+  static constexpr const char* kName = "Relu6";
+  static constexpr int kCyclesPerElement = 2;
+  static constexpr bool kGradTakesOutputs = false;
+
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Forward(T x) const {
+    return Clamp(x, T(0), T(6));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    return Select(And(x > T(0), x < T(6)), T(1), T(0));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T) const {
+    return T(0);
+  }
+};
+
+// Tanh: f(x) = tanh(x), as -expm1(-2|x|) / (2 + expm1(-2|x|)) with x's sign:
+// no cancellation near 0 (2 sigmoid(2x) - 1 loses every digit there), and 1
+// exactly at infinity. Below 1e-30 it is x itself (keeping -0, and a
+// subnormal that flushed kernels would read as 0). The grad op takes the
+// features, as Sigmoid's: f' = sech^2 x = 4 s (1 - s), s = sigmoid(2x), has
+// no cancellation in the tails, where 1 - y^2 from rounded outputs y has none
+// of its digits left, and no overflow for any v the grad op may be given.
+// f'' = -2 tanh(x) f'(x).
+struct Tanh {
+  static constexpr const char* kName = "Tanh";
+  static constexpr int kCyclesPerElement = 15;
+  static constexpr bool kGradTakesOutputs = false;
+
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Forward(T x) const {
+    return Select(Abs(x) < T(1e-30), x, Signed(x, Magnitude(x)));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    const LogisticPair<T> l = Logistic(T(2) * x);
+    return T(4) * l.s * l.sm;
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T x) const {
+    return T(-2) * Signed(x, Magnitude(x)) * Derivative(x);
+  }
+
+ private:
+  // tanh |x|.
+  template <typename T>
+  TF_OPS_HOST_DEVICE static T Magnitude(T x) {
+    const T t = Expm1(T(-2) * Abs(x));
+    return -t / (T(2) + t);
+  }
+  // m with x's sign (one use of m: a select of m and -m keeps both).
+  template <typename T>
+  TF_OPS_HOST_DEVICE static T Signed(T x, T m) {
+    return m * Select(x < T(0), T(-1), T(1));
+  }
+};
+
 // ------------------------------------------------------ the three ops ----
 // What each op computes, element by element, from the functor: the CPU and
 // CUDA engines and the XLA lowering all call these.

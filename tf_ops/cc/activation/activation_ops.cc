@@ -95,6 +95,20 @@ ActivationOpDefs OpDefsOf(Sigmoid) {
           "outputs)."};
 }
 
+ActivationOpDefs OpDefsOf(Relu6) {
+  return {{},
+          "activations = min(max(features, 0), 6), as tf.nn.relu6.",
+          "backprops = gradients where 0 < features < 6, else 0 (as "
+          "TensorFlow's Relu6Grad)."};
+}
+
+ActivationOpDefs OpDefsOf(Tanh) {
+  return {{},
+          "activations = tanh(features), as tf.tanh.",
+          "backprops = gradients * (1 - tanh(features)^2) (from the features, "
+          "unlike TensorFlow's TanhGrad, which takes the outputs)."};
+}
+
 // The dtypes every activation supports, on every device. Half and bfloat16
 // are computed in float and rounded once.
 constexpr char kDtypes[] = "T: {half, bfloat16, float, double} = DT_FLOAT";

@@ -69,7 +69,7 @@ class ActivationSpec:
 
 def _keras_function_name(fn: Callable) -> str | None:
     for name in ("relu", "silu", "swish", "hard_silu", "hard_swish", "gelu", "elu", "celu",
-                 "mish", "sigmoid", "leaky_relu", "linear"):
+                 "mish", "sigmoid", "leaky_relu", "linear", "relu6", "tanh"):
         if getattr(keras.activations, name, None) is fn:
             return {"swish": "silu", "hard_swish": "hard_silu"}.get(name, name)
     return None

@@ -282,6 +282,31 @@ def _sigmoid_derivative(x):
     return tf.sigmoid(x) * tf.sigmoid(-x)  # s (1 - s), no cancellation in either tail
 
 
+# --- Relu6 -----------------------------------------------------------------------------
+
+
+def _relu6(x):
+    return tf.nn.relu6(x)  # TFLite's RELU6 and ONNX's Clip; NaN is kept by __post_init__
+
+
+def _relu6_derivative(x):
+    inside = tf.logical_and(x > 0, x < 6)
+    return tf.where(inside, _ones(x), 0.0 * _ones(x))
+
+
+# --- Tanh ------------------------------------------------------------------------------
+
+
+def _tanh(x):
+    return tf.tanh(x)  # a builtin in every runtime
+
+
+def _tanh_derivative(x):
+    # sech^2 x = 4 s (1 - s), s = sigmoid(2x): no cancellation in the tails, and
+    # tf.sigmoid's gradient for the higher orders (as Sigmoid's).
+    return 4.0 * tf.sigmoid(2.0 * x) * tf.sigmoid(-2.0 * x)
+
+
 # --- What TensorFlow offers (the benchmark's references) ---------------------------------
 
 
@@ -482,6 +507,52 @@ ACTIVATIONS: tuple[Activation, ...] = (
             lambda x: tf.sigmoid(x),
             # TensorFlow's backward takes the saved outputs: SigmoidGrad(y, dy).
             lambda g, v: tf.raw_ops.SigmoidGrad(y=tf.sigmoid(v), dy=g),
+        ),
+    ),
+    Activation(
+        op="Relu6",
+        title="ReLU6",
+        notes="As `tf.nn.relu6` and ``keras.activations.relu6``, what Keras's "
+        "``ReLU(max_value=6)`` runs (MobileNet's activation). Its gradient passes where "
+        "0 < x < 6, as TensorFlow's.",
+        example=">>> tf_ops.relu6([-1.0, 3.0, 8.0]).numpy()\n"
+        "array([0., 3., 6.], dtype=float32)",
+        grad_example=">>> tf_ops.relu6_grad([1.0, 1.0, 1.0], [-1.0, 3.0, 8.0]).numpy()\n"
+        "array([0., 1., 0.], dtype=float32)",
+        forward=_relu6,
+        derivative=_relu6_derivative,
+        layer="ReLU6",
+        layer_notes="As ``keras.layers.ReLU(max_value=6.0)``.",
+        layer_example='>>> tf_ops.layers.ReLU6()(np.array([-1.0, 7.0], "float32")).numpy()'
+        "\narray([0., 6.], dtype=float32)",
+        tensorflow=TensorFlowEquivalent(
+            "built-in",
+            lambda x: tf.nn.relu6(x),
+            lambda g, v: tf.raw_ops.Relu6Grad(gradients=g, features=v),
+        ),
+    ),
+    Activation(
+        op="Tanh",
+        title="Tanh",
+        notes="As `tf.tanh` and ``keras.activations.tanh``: the pooler activation of "
+        "BERT-style encoders, fused with the Dense bias before it. Its grad op takes the "
+        "features (TensorFlow's TanhGrad takes the outputs, whose 1 - y^2 has no digits "
+        "left in the tails).",
+        example=">>> tf_ops.tanh([-1.0, 0.0, 2.0]).numpy().round(6)\n"
+        "array([-0.761594,  0.      ,  0.964028], dtype=float32)",
+        grad_example=">>> tf_ops.tanh_grad([1.0, 1.0], [0.0, 1.0]).numpy().round(6)\n"
+        "array([1.      , 0.419974], dtype=float32)",
+        forward=_tanh,
+        derivative=_tanh_derivative,
+        layer="Tanh",
+        layer_notes="As ``keras.activations.tanh`` (Keras has no Tanh layer).",
+        layer_example='>>> tf_ops.layers.Tanh()(np.array([0.0, 1.0], "float32")).numpy()'
+        ".round(4)\narray([0.    , 0.7616], dtype=float32)",
+        tensorflow=TensorFlowEquivalent(
+            "built-in",
+            lambda x: tf.tanh(x),
+            # TensorFlow's backward takes the saved outputs: TanhGrad(y, dy).
+            lambda g, v: tf.raw_ops.TanhGrad(y=tf.tanh(v), dy=g),
         ),
     ),
 )

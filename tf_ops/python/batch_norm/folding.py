@@ -32,9 +32,10 @@ from tf_ops.python.activation import functions as activations
 from tf_ops.python.batch_norm import composites
 from tf_ops.python.activation.resolver import ActivationSpec, resolve
 
-# ReLU after a BiasAdd is TensorFlow's own: grappler's remapper fuses BiasAdd + Relu into
-# the convolution on the CPU (_FusedConv2D), so there is nothing for a tf_ops op to save.
-_RELU = resolve("relu")
+# ReLU and ReLU6 after a BiasAdd are TensorFlow's own: grappler's remapper fuses BiasAdd +
+# Relu (Relu6) into the convolution on the CPU (_FusedConv2D), so there is nothing for a
+# tf_ops op to save.
+_GRAPPLER_FUSES = ((resolve("relu"), tf.nn.relu), (resolve("relu6"), tf.nn.relu6))
 
 # The compute dtypes folded: where Keras's batch norm also computes in that dtype. Under
 # mixed precision Keras normalises in float32 (a cast up and down); a half-precision
@@ -75,12 +76,14 @@ def bias_activation(x: tf.Tensor, bias: tf.Tensor, spec: ActivationSpec,
                     channels_first: bool = False) -> tf.Tensor:
     """``spec(x + bias)`` with the bias on the channel axis (the last, or axis 1 where
     `channels_first`, whatever x's rank), as one op: ``BiasAdd`` (+ ``Relu``, which
-    grappler fuses into the convolution before it), or ``TfOps>Bias{Act}``."""
+    grappler fuses into the convolution before it; Relu6 likewise), or
+    ``TfOps>Bias{Act}``."""
     data_format = "NCHW" if channels_first else "NHWC"
     if spec.entry is None:
         return tf.nn.bias_add(x, bias, data_format=data_format)
-    if spec == _RELU:
-        return tf.nn.relu(tf.nn.bias_add(x, bias, data_format=data_format))
+    for grappler_spec, tf_activation in _GRAPPLER_FUSES:
+        if spec == grappler_spec:
+            return tf_activation(tf.nn.bias_add(x, bias, data_format=data_format))
     return activations.FUNCTIONS[spec.entry.function](
         x, **dict(spec.attrs), bias=bias, data_format=data_format)
 

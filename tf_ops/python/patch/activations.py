@@ -84,8 +84,12 @@ def of_layer(layer: keras.layers.Layer) -> ActivationSpec | None:
         return spec if spec is not None and spec.entry is not None else None
     if isinstance(layer, keras.layers.ReLU) and kind.call is keras.layers.ReLU.call:
         slope = _number(layer.negative_slope)
-        if layer.max_value is None and _number(layer.threshold) == 0.0 and slope is not None:
+        if _number(layer.threshold) != 0.0 or slope is None:
+            return None
+        if layer.max_value is None:
             return resolve("leaky_relu", alpha=slope)
+        if _number(layer.max_value) == 6.0 and slope == 0.0:  # Keras runs relu6 for it
+            return resolve("relu6")
         return None
     if isinstance(layer, keras.layers.LeakyReLU) and kind.call is keras.layers.LeakyReLU.call:
         slope = _number(layer.negative_slope)

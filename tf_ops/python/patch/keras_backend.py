@@ -91,6 +91,7 @@ ACTIVATIONS: dict[str, tuple[str, Callable[..., dict | None]]] = {
     "silu": ("swish", lambda: {}),
     "celu": ("celu", _celu_alpha),
     "hard_silu": ("hard_swish", lambda: {}),
+    "relu6": ("relu6", lambda: {}),
 }
 MISH = "keras.src.activations.activations:Mish.static_call"
 make_mish = _activation("mish", lambda: {})

@@ -176,8 +176,8 @@ def _describe(layer, entries) -> tuple[str, str] | None:
         return "left", "the activation family is not selected"
     if isinstance(layer, keras.layers.ReLU) and type(layer).call is keras.layers.ReLU.call:
         return "left", (f"ReLU(max_value={layer.max_value}, threshold={layer.threshold}): "
-                        "tf_ops has no capped or thresholded ReLU kernel (TensorFlow's "
-                        "Relu6 / Keras's own code runs)")
+                        "tf_ops has a ReLU capped at 6 (relu6) but no other capped or "
+                        "thresholded ReLU kernel (Keras's own code runs)")
     if isinstance(layer, keras.layers.Activation):
         name = getattr(layer.activation, "__name__", "?")
         if name == "softmax":
