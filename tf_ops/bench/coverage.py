@@ -6,6 +6,7 @@ and how attention runs; ``docs/models.md`` is its output.
     python -m tf_ops.bench.coverage                 # every group, then docs/models.md
     python -m tf_ops.bench.coverage --group hub:0/4 --json out.json   # one group
     python -m tf_ops.bench.coverage --speed         # also the train-step speed-ups
+                                                    # (without: the doc's are kept)
 
 Each group runs in a process of its own (``--all`` starts them), so memory and
 Keras's global state stay per group. Exact: the patched float32 forward and backward
@@ -531,6 +532,26 @@ def markdown(rows: list[dict], seconds: float | None = None) -> str:
     return "\n".join(lines)
 
 
+def parse_speed(text: str) -> dict[str, dict[str, Any]]:
+    """The speed-up rows of a docs/models.md, by model (what `markdown` writes of each
+    row's "speed"): kept when the table is regenerated without ``--speed``."""
+    import re
+
+    if "## Train step speed-up" not in text:
+        return {}
+    part = text.split("## Train step speed-up", 1)[1].split("\n## ", 1)[0]
+    found = {}
+    for line in part.splitlines():
+        m = re.fullmatch(r"\| (.+?) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \(([\d.]+)-([\d.]+), "
+                         r"(\d+) rounds\) \|", line.strip())
+        if m:
+            name, stock, patched, mid, low, high, rounds = m.groups()
+            found[name] = {"name": name, "speedup": float(mid), "low": float(low),
+                           "high": float(high), "stock_ms": float(stock),
+                           "patched_ms": float(patched), "rounds": int(rounds)}
+    return found
+
+
 def parse_table(text: str) -> list[tuple[str, ...]]:
     """The rows of the "Every model" table of docs/models.md."""
     part = text.split("## Every model", 1)[1]
@@ -543,7 +564,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", help="one group (hub:i/n, apps:i/n), in this process")
     parser.add_argument("--json", help="where --group writes its rows")
     parser.add_argument("--speed", action="store_true",
-                        help="time the train step of the representative models")
+                        help="time the train step of the representative models (without "
+                             "it, the speed rows of the --out file there now are kept)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(DOC))
     parser.add_argument("--reuse", action="store_true",
@@ -555,7 +577,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     rows = run_all(args.jobs, args.speed, ROOT / "build-tests" / "coverage", args.reuse)
-    Path(args.out).write_text(markdown(rows))
+    out = Path(args.out)
+    if not args.speed and out.exists():  # the last --speed run's rows, not measured again
+        kept = parse_speed(out.read_text())
+        for row in rows:
+            if row["name"] in kept and row["status"] == "checked":
+                row["speed"] = kept[row["name"]]
+    out.write_text(markdown(rows))
     print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
     return 0
 
