@@ -398,13 +398,20 @@ def run_all(jobs: int, with_speed: bool, out_dir: Path, reuse: bool = False) -> 
 
 # --- the table ------------------------------------------------------------------------
 
+def _fused_rows(row: dict) -> list:
+    """patch_summary's fused rows, and the layers whose one computation tf_ops has an op
+    for runs it though the summary lists the layer as left (`ACTIVATION_ALONE`)."""
+    return row["fused"] + [[name, f"{kind} (its activation alone)", detail]
+                           for name, kind, detail in row["left"] if detail == ACTIVATION_ALONE]
+
+
 def _left_text(row: dict) -> str:
     reasons = collections.Counter(f"{kind}: {detail}" for _, kind, detail in _counted_left(row))
     return "; ".join(f"{r} (x{n})" if n > 1 else r for r, n in sorted(reasons.items()))
 
 
 def _fused_text(row: dict) -> str:
-    kinds = collections.Counter(kind for _, kind, _ in row["fused"])
+    kinds = collections.Counter(kind for _, kind, _ in _fused_rows(row))
     return ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
 
 
@@ -415,22 +422,26 @@ NOTHING_TO_FUSE = ("no activation to fuse with the bias", "no bias",
                    "tf_ops has no kernel for activation 'linear'")
 # Left rows the patch leaves by choice, measured (keras_backend.LEFT_TO_TENSORFLOW).
 BY_CHOICE = "TensorFlow's Relu"
+# A Dense with no bias: its matmul is Keras's, its activation (what tf_ops has an op for
+# in it) runs tf_ops's kernel (a ReLU's is BY_CHOICE instead): counted as fused.
+ACTIVATION_ALONE = "no bias (the activation alone runs tf_ops's kernel)"
 
 
 def _counted_left(row: dict) -> list:
-    return [r for r in row["left"] if r[2] not in NOTHING_TO_FUSE]
+    return [r for r in row["left"] if r[2] not in NOTHING_TO_FUSE and r[2] != ACTIVATION_ALONE]
 
 
 def counts(rows: list[dict]) -> dict[str, int]:
     """The layers of checked models that compute something tf_ops has an op for
     (norms, attention, rotary, activations, bias + activation, heads): fused and left
-    (`NOTHING_TO_FUSE` aside). An attention layer counts as fused where the graph runs
-    a tf_ops softmax or attention op."""
+    (`NOTHING_TO_FUSE` aside; a Dense with no bias whose activation runs tf_ops's kernel,
+    `ACTIVATION_ALONE`, is fused). An attention layer counts as fused where the graph
+    runs a tf_ops softmax or attention op."""
     fused = left = by_choice = 0
     for row in rows:
         if row["status"] != "checked":
             continue
-        fused += len(row["fused"])
+        fused += len(_fused_rows(row))
         left += len(_counted_left(row))
         by_choice += sum(r[2].startswith(BY_CHOICE) for r in _counted_left(row))
         attention = row["attention_layers"]
@@ -498,8 +509,11 @@ def markdown(rows: list[dict], seconds: float | None = None) -> str:
         "- runs fused / left: `tf_ops.patch_summary`'s rows, by class (a pair such as "
         "`Conv2D + BatchNormalization` is one row); a Dense with no activation and an "
         "EinsumDense with no bias compute nothing a tf_ops op is for, and are not "
-        "listed; layers of kinds tf_ops has no op for (embeddings, convolutions, "
-        "dropout, ...) are in the last column.",
+        "listed; a Dense with an activation and no bias runs its activation alone with "
+        "tf_ops's kernel (its matmul is TensorFlow's, as every Dense's): `Dense (its activation "
+        "alone)`, fused (a ReLU's is TensorFlow's Relu, by choice, as an Activation's); "
+        "layers of kinds tf_ops has no op for (embeddings, convolutions, dropout, ...) are "
+        "in the last column.",
         "- attention: the op the traced graph runs for it (`TfOps>Attention`: flash "
         "attention, no [batch, heads, T, S] tensor; `TfOps>ScaledMaskedSoftmax`: scale, "
         "mask and softmax in one op, where the layer computes the weights itself (attention "
