@@ -112,13 +112,15 @@ def test_activations_by_name_function_and_layer():
     ops = fused_op_types(model, data, only=("activation",))
     for op in ("Gelu", "Swish", "LeakyRelu", "Elu", "Mish", "HardSwish", "Celu"):
         assert f"TfOps>{op}" in ops and f"TfOps>{op}Grad" in ops, (op, ops)
-    # The plain ReLU stays TensorFlow's (its gradient reads the output: less memory).
+    # The plain ReLU stays TensorFlow's (its gradient reads the output: less memory), a
+    # Dense's with no bias too (the summary says so, not "tf_ops's kernel").
     relu_only = keras.Sequential([keras.Input((7,)), keras.layers.ReLU(),
-                                  keras.layers.Activation("relu")])
+                                  keras.layers.Activation("relu"),
+                                  keras.layers.Dense(7, use_bias=False, activation="relu")])
     assert not fused_op_types(relu_only, data, only=("activation",))
-    with tf_ops.patch_keras(only=("activation",)):
+    with tf_ops.patch_keras():
         left = [r.detail for r in tf_ops.patch_summary(relu_only).left]
-    assert len(left) == 2 and all(d.startswith("TensorFlow's Relu") for d in left), left
+    assert len(left) == 3 and all(d.startswith("TensorFlow's Relu") for d in left), left
 
 
 def test_keras_hub_quick_gelu_runs_swish():

@@ -6,6 +6,7 @@ and how attention runs; ``docs/models.md`` is its output.
     python -m tf_ops.bench.coverage                 # every group, then docs/models.md
     python -m tf_ops.bench.coverage --group hub:0/4 --json out.json   # one group
     python -m tf_ops.bench.coverage --speed         # also the train-step speed-ups
+                                                    # (without: the doc's are kept)
 
 Each group runs in a process of its own (``--all`` starts them), so memory and
 Keras's global state stay per group. Exact: the patched float32 forward and backward
@@ -48,7 +49,18 @@ NOTES = {
                    "rounding of a ReLU6 kink, likely; open",
     "InceptionResNetV2": "at 75x75 its float32 run is itself 5% off float64 (gradients; "
                          "batch norms over 1x1 positions); the patched one 15%, 3.0x: open",
+    "Gemma3nBackbone CausalLM": "yes, to stock float32 (its rounding): keras-hub's "
+                                "Gemma3nCausalLM computes its logits with the tied embedding's "
+                                "initial value, captured as a constant when the functional "
+                                "model is built (doubling the embedding variable moves the "
+                                "logits 0.035, through the input embedding alone; 0.32 "
+                                "expected), so the float64 twin, given the float32 weights, "
+                                "keeps its own initial head (outputs 1.3 off, relative): a "
+                                "keras-hub bug, open",
 }
+# Stock float32's outputs this far (relative) from the float64 twin's: not rounding, the
+# twin computes another function (then patched is compared with stock float32).
+OTHER_FUNCTION = 0.1
 ATTENTION_OPS = ("TfOps>Attention", "TfOps>ScaledMaskedSoftmax", "TfOps>Softmax")
 
 
@@ -199,6 +211,14 @@ def _exactness(m) -> dict[str, Any]:
         return {"exact": _close(stock, patched), "stock": {}, "patched": {},
                 "why": f"to stock float32: its own code does not run in float64 "
                        f"({type(error).__name__} in {_where(error)})"}
+    e_stock = _errors(stock, reference)
+    if e_stock.get("output", 0.0) > OTHER_FUNCTION:
+        # Stock float32 is no rounding away from float64: the model's own code computes
+        # something else in float64 (Gemma 3n's causal LM): patched against stock float32.
+        return {"exact": _close(stock, patched), "stock": {}, "patched": {},
+                "float64_output_error": e_stock["output"],
+                "why": "to stock float32: its own code computes another function in "
+                       "float64 (stock float32's outputs are not a rounding away from it)"}
     if m.name.endswith("CausalLM"):  # and through fit: the patched train step (its head)
         stock |= _fit_step(m.model, m.x, start)
         with tf_ops.patch_keras():
@@ -211,8 +231,11 @@ def _exactness(m) -> dict[str, Any]:
     return {"exact": exact, "stock": e_stock, "patched": e_patched}
 
 
-def _graph_ops(m) -> collections.Counter:
-    """The TfOps> ops of the traced forward and backward graph, under the patch."""
+def _graph_ops(m, patched: bool = True) -> collections.Counter:
+    """The TfOps> ops of the traced forward and backward graph, under the patch (or
+    not: whether the model traces at all)."""
+    import contextlib
+
     import tensorflow as tf
 
     import tf_ops
@@ -226,7 +249,7 @@ def _graph_ops(m) -> collections.Counter:
             total = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in outs])
         return tape.gradient(total, m.model.trainable_weights)
 
-    with tf_ops.patch_keras():
+    with tf_ops.patch_keras() if patched else contextlib.nullcontext():
         graph = run.get_concrete_function(x).graph
     return collections.Counter(op.type for op in graph.get_operations()
                                if op.type.startswith("TfOps>"))
@@ -278,10 +301,22 @@ def check(name: str, source: str) -> dict[str, Any]:
         record["fused"] = [[r.layers, r.kind, r.detail] for r in summary.fused]
         record["left"] = [[r.layers, r.kind, r.detail] for r in summary.left]
         record["no_op"] = [list(p) for p in summary.no_op]
-        ops = _graph_ops(m)
-        record["ops"] = dict(sorted(ops.items()))
         record["attention_layers"] = _attention_layers(m.model)
-        record["attention"] = _attention(ops, record["attention_layers"])
+        try:
+            ops = _graph_ops(m)
+        except Exception as error:  # noqa: BLE001
+            try:  # the model's own code may not trace (Stable Diffusion 3's scheduler)
+                _graph_ops(m, patched=False)
+            except Exception:  # noqa: BLE001
+                ops = None
+                record["attention"] = ("not traced: its own code does not run in a "
+                                       f"tf.function ({type(error).__name__} in "
+                                       f"{_where(error)}, stock Keras's too)")
+            else:
+                raise
+        if ops is not None:
+            record["ops"] = dict(sorted(ops.items()))
+            record["attention"] = _attention(ops, record["attention_layers"])
         record |= _exactness(m)
         record["status"] = "checked"
     except Exception as error:  # noqa: BLE001
@@ -371,13 +406,20 @@ def run_all(jobs: int, with_speed: bool, out_dir: Path, reuse: bool = False) -> 
 
 # --- the table ------------------------------------------------------------------------
 
+def _fused_rows(row: dict) -> list:
+    """patch_summary's fused rows, and the layers whose one computation tf_ops has an op
+    for runs it though the summary lists the layer as left (`ACTIVATION_ALONE`)."""
+    return row["fused"] + [[name, f"{kind} (its activation alone)", detail]
+                           for name, kind, detail in row["left"] if detail == ACTIVATION_ALONE]
+
+
 def _left_text(row: dict) -> str:
     reasons = collections.Counter(f"{kind}: {detail}" for _, kind, detail in _counted_left(row))
     return "; ".join(f"{r} (x{n})" if n > 1 else r for r, n in sorted(reasons.items()))
 
 
 def _fused_text(row: dict) -> str:
-    kinds = collections.Counter(kind for _, kind, _ in row["fused"])
+    kinds = collections.Counter(kind for _, kind, _ in _fused_rows(row))
     return ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
 
 
@@ -388,22 +430,26 @@ NOTHING_TO_FUSE = ("no activation to fuse with the bias", "no bias",
                    "tf_ops has no kernel for activation 'linear'")
 # Left rows the patch leaves by choice, measured (keras_backend.LEFT_TO_TENSORFLOW).
 BY_CHOICE = "TensorFlow's Relu"
+# A Dense with no bias: its matmul is Keras's, its activation (what tf_ops has an op for
+# in it) runs tf_ops's kernel (a ReLU's is BY_CHOICE instead): counted as fused.
+ACTIVATION_ALONE = "no bias (the activation alone runs tf_ops's kernel)"
 
 
 def _counted_left(row: dict) -> list:
-    return [r for r in row["left"] if r[2] not in NOTHING_TO_FUSE]
+    return [r for r in row["left"] if r[2] not in NOTHING_TO_FUSE and r[2] != ACTIVATION_ALONE]
 
 
 def counts(rows: list[dict]) -> dict[str, int]:
     """The layers of checked models that compute something tf_ops has an op for
     (norms, attention, rotary, activations, bias + activation, heads): fused and left
-    (`NOTHING_TO_FUSE` aside). An attention layer counts as fused where the graph runs
-    a tf_ops softmax or attention op."""
+    (`NOTHING_TO_FUSE` aside; a Dense with no bias whose activation runs tf_ops's kernel,
+    `ACTIVATION_ALONE`, is fused). An attention layer counts as fused where the graph
+    runs a tf_ops softmax or attention op."""
     fused = left = by_choice = 0
     for row in rows:
         if row["status"] != "checked":
             continue
-        fused += len(row["fused"])
+        fused += len(_fused_rows(row))
         left += len(_counted_left(row))
         by_choice += sum(r[2].startswith(BY_CHOICE) for r in _counted_left(row))
         attention = row["attention_layers"]
@@ -471,13 +517,20 @@ def markdown(rows: list[dict], seconds: float | None = None) -> str:
         "- runs fused / left: `tf_ops.patch_summary`'s rows, by class (a pair such as "
         "`Conv2D + BatchNormalization` is one row); a Dense with no activation and an "
         "EinsumDense with no bias compute nothing a tf_ops op is for, and are not "
-        "listed; layers of kinds tf_ops has no op for (embeddings, convolutions, "
-        "dropout, ...) are in the last column.",
+        "listed; a Dense with an activation and no bias runs its activation alone with "
+        "tf_ops's kernel (its matmul is TensorFlow's, as every Dense's): `Dense (its activation "
+        "alone)`, fused (a ReLU's is TensorFlow's Relu, by choice, as an Activation's); "
+        "layers of kinds tf_ops has no op for (embeddings, convolutions, dropout, ...) are "
+        "in the last column.",
         "- attention: the op the traced graph runs for it (`TfOps>Attention`: flash "
         "attention, no [batch, heads, T, S] tensor; `TfOps>ScaledMaskedSoftmax`: scale, "
         "mask and softmax in one op, where the layer computes the weights itself (attention "
         "dropout, a bias of its own such as ALiBi or T5's); `Keras's own`: a keras-hub "
-        "attention that computes its softmax its own way).",
+        "attention that computes its softmax its own way; `not traced`: the model's own "
+        "code does not run in a `tf.function`, stock Keras's neither, so no graph says: "
+        "its attention layers are counted as left).",
+        "- composites (CLIP, SAM, BLIP-2, DeepLab, ...) are built from their sub-models "
+        "(encoders, decoders), each built tiny first, as its own row is where it has one.",
         "",
     ]
     speeds = [r["speed"] for r in rows if "speed" in r]
@@ -501,6 +554,26 @@ def markdown(rows: list[dict], seconds: float | None = None) -> str:
     return "\n".join(lines)
 
 
+def parse_speed(text: str) -> dict[str, dict[str, Any]]:
+    """The speed-up rows of a docs/models.md, by model (what `markdown` writes of each
+    row's "speed"): kept when the table is regenerated without ``--speed``."""
+    import re
+
+    if "## Train step speed-up" not in text:
+        return {}
+    part = text.split("## Train step speed-up", 1)[1].split("\n## ", 1)[0]
+    found = {}
+    for line in part.splitlines():
+        m = re.fullmatch(r"\| (.+?) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \(([\d.]+)-([\d.]+), "
+                         r"(\d+) rounds\) \|", line.strip())
+        if m:
+            name, stock, patched, mid, low, high, rounds = m.groups()
+            found[name] = {"name": name, "speedup": float(mid), "low": float(low),
+                           "high": float(high), "stock_ms": float(stock),
+                           "patched_ms": float(patched), "rounds": int(rounds)}
+    return found
+
+
 def parse_table(text: str) -> list[tuple[str, ...]]:
     """The rows of the "Every model" table of docs/models.md."""
     part = text.split("## Every model", 1)[1]
@@ -513,7 +586,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", help="one group (hub:i/n, apps:i/n), in this process")
     parser.add_argument("--json", help="where --group writes its rows")
     parser.add_argument("--speed", action="store_true",
-                        help="time the train step of the representative models")
+                        help="time the train step of the representative models (without "
+                             "it, the speed rows of the --out file there now are kept)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(DOC))
     parser.add_argument("--reuse", action="store_true",
@@ -525,7 +599,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     rows = run_all(args.jobs, args.speed, ROOT / "build-tests" / "coverage", args.reuse)
-    Path(args.out).write_text(markdown(rows))
+    out = Path(args.out)
+    if not args.speed and out.exists():  # the last --speed run's rows, not measured again
+        kept = parse_speed(out.read_text())
+        for row in rows:
+            if row["name"] in kept and row["status"] == "checked":
+                row["speed"] = kept[row["name"]]
+    out.write_text(markdown(rows))
     print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
     return 0
 

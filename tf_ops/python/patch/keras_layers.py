@@ -59,7 +59,11 @@ def dense_reason_left(layer: keras.layers.Dense) -> str | None:
     if own.entry is None:
         return "no activation to fuse with the bias"
     if layer.bias is None:
-        return "no bias (the activation alone runs tf_ops's kernel)"
+        # The activation alone, as an Activation layer's: a ReLU is TensorFlow's Relu
+        from tf_ops.python.patch import keras_backend  # (which imports this module)
+
+        return (keras_backend.LEFT_TO_TENSORFLOW.get(activations.display_name(own))
+                or "no bias (the activation alone runs tf_ops's kernel)")
     if getattr(layer, "quantization_mode", None) is not None:
         return f"quantized ({layer.quantization_mode})"
     return None
