@@ -10,7 +10,9 @@
 // multi-head, grouped and multi-query heads, causal with T == S, T < S and
 // T > S, a broadcast mask with fully masked rows, a bias, a window, a soft
 // cap, head dims 1 to 130, lengths across the tiles, and S = 0; the work
-// split in odd shards on 3 threads must give the same bits as one.
+// split in odd shards on 3 threads must give the same bits as one. bfloat16
+// runs twice where the CPU has AVX512-BF16: with its bfloat16 products and
+// with the float ones (core/cpu_isa.h's SetAvx512Bf16).
 //
 // Exit status: 0 when every check passes, 1 otherwise.
 
@@ -27,6 +29,7 @@
 #include "tests/engine/engine_check.h"
 #include "tf_ops/cc/attention/attention_cpu.h"
 #include "tf_ops/cc/attention/attention_params.h"
+#include "tf_ops/cc/core/cpu_isa.h"
 
 namespace tf_ops {
 namespace attention {
@@ -282,7 +285,10 @@ void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
                          o.dk.get(), o.dv.get(), o.scratch.get(),
                          Threads(threads));
     char ctx[160];
-    std::snprintf(ctx, sizeof(ctx), "%s %s threads=%d", c.name, st.name,
+    std::snprintf(ctx, sizeof(ctx), "%s %s%s threads=%d", c.name, st.name,
+                  st.dtype == Dtype::kBFloat16 && ActiveAvx512Bf16()
+                      ? " (bf16 products)"
+                      : "",
                   threads);
     // Tolerance: a few roundings of the dtype, scaled by the sizes summed.
     const double tol = 8 * st.eps * (1 + std::sqrt(double(c.s) + c.d));
@@ -333,6 +339,11 @@ int main() {
       if (st.size == 2) continue;
 #endif
       attention::RunCase(c, st, &rng);
+      if (st.dtype == Dtype::kBFloat16 && ActiveAvx512Bf16()) {
+        SetAvx512Bf16(false);
+        attention::RunCase(c, st, &rng);
+        SetAvx512Bf16(true);
+      }
     }
   }
   std::printf("attention engine: %d checks, %d failures\n",

@@ -19,6 +19,11 @@
 // C += A B with B's rows contiguous, one register-blocked kernel (Gemm below)
 // for all of them. The panels are one head's per thread, not every head's:
 // memory beyond the inputs and outputs does not grow with batch or heads.
+//
+// bfloat16 inputs on a CPU with AVX512-BF16 (core/cpu_isa.h's
+// ActiveAvx512Bf16) run the same tiles with bfloat16 products accumulated in
+// float (Bf16Engine below); the other dtypes, and bfloat16 without it, widen
+// to float (double for double) and use Gemm.
 
 #include "tf_ops/cc/attention/attention_cpu.h"
 
@@ -31,6 +36,10 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "tf_ops/cc/core/cpu_isa.h"
 #include "tf_ops/cc/core/cpu_storage.h"
@@ -664,6 +673,738 @@ struct Engine {
   }
 };
 
+#if defined(__x86_64__)
+// ------------------------------------------------ bfloat16 products -------
+// For bfloat16 inputs where ActiveAvx512Bf16() (core/cpu_isa.h): products of
+// bfloat16 operands accumulated in float by AVX512-BF16's vdpbf16ps (each float
+// lane += a0 b0 + a1 b1, a pair of adjacent k), as oneDNN's bfloat16 matmuls
+// do: two products per float lane and instruction where the float kernel does
+// one. Everything else is the float engine's: the online softmax, its running
+// max and sum, the log-sum-exp, every accumulator and the tiles. Q, K, V and dO
+// are bfloat16 already, so their operands are the inputs' bits rearranged,
+// without rounding; the logits are scaled in float after Q K^T (a scaled query
+// would be rounded again). P and dS are rounded to bfloat16 before the products
+// that read them, as FlashAttention does for 16-bit inputs.
+//
+// Layout: an A operand row-major with each pair (k, k + 1) adjacent, read as
+// one 32-bit element and broadcast; a B operand as rows of pairs,
+// B2[j][n] = {B[2j][n], B[2j + 1][n]}, so that one 512-bit load holds 16
+// columns. A reduction of odd length is padded with a zero in A; ranges the
+// pairs index start even (a key or query range rounded down one: that row or
+// column is outside the causal or window range, so Finish masks it).
+//
+// The backward computes dV^T = dO^T P and dK^T = Q^T dS (accumulated per key
+// block, transposed once when stored) so that P and dS are B operands, pairs
+// of rows, and no tile is transposed.
+
+using Bf = uint16_t;
+using Pair = uint32_t;
+
+#define TF_OPS_BF16 TF_OPS_TARGET_AVX512_BF16
+
+constexpr int64_t Even(int64_t n) { return n + (n & 1); }
+
+// C[m, n] (+)= sum_k A[m, k] B[k, n] for m < M, n < N, over K2 pairs of k:
+// A[m, 2j + i] at A[m * lda + 2j + i] (lda even), B as pairs, rows `ldb`
+// pairs apart, C's rows `ldc` apart. Register tiles of kRows rows by 32
+// columns (two vectors of 16 float lanes).
+struct GemmBf16 {
+  static constexpr int kRows = 8;
+  // The row loops unrolled, so that the accumulators live in registers.
+
+  template <int R>
+  TF_OPS_BF16 static inline void Tile(int64_t K2, const Bf* A, int64_t lda,
+                                      const Pair* B, int64_t ldb, float* Cm,
+                                      int64_t ldc, __mmask16 m0, __mmask16 m1,
+                                      bool accumulate) {
+    __m512 acc[R][2];
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      if (accumulate) {
+        acc[r][0] = _mm512_maskz_loadu_ps(m0, Cm + r * ldc);
+        acc[r][1] = _mm512_maskz_loadu_ps(m1, Cm + r * ldc + 16);
+      } else {
+        acc[r][0] = _mm512_setzero_ps();
+        acc[r][1] = _mm512_setzero_ps();
+      }
+    }
+    for (int64_t j = 0; j < K2; ++j) {
+      const __m512bh b0 =
+          (__m512bh)_mm512_maskz_loadu_epi32(m0, B + j * ldb);
+      const __m512bh b1 =
+          (__m512bh)_mm512_maskz_loadu_epi32(m1, B + j * ldb + 16);
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+        int32_t a;
+        std::memcpy(&a, A + r * lda + 2 * j, sizeof(a));
+        const __m512bh av = (__m512bh)_mm512_set1_epi32(a);
+        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+      }
+    }
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      _mm512_mask_storeu_ps(Cm + r * ldc, m0, acc[r][0]);
+      _mm512_mask_storeu_ps(Cm + r * ldc + 16, m1, acc[r][1]);
+    }
+  }
+
+  template <int R>
+  TF_OPS_BF16 static inline void Rows(int64_t N, int64_t K2, const Bf* A,
+                                      int64_t lda, const Pair* B, int64_t ldb,
+                                      float* Cm, int64_t ldc,
+                                      bool accumulate) {
+    int64_t n = 0;
+    for (; n + 32 <= N; n += 32) {
+      Tile<R>(K2, A, lda, B + n, ldb, Cm + n, ldc, 0xffff, 0xffff,
+              accumulate);
+    }
+    if (n < N) {
+      const int64_t left = N - n;
+      const __mmask16 m0 =
+          left >= 16 ? 0xffff : static_cast<__mmask16>((1u << left) - 1);
+      const __mmask16 m1 =
+          left > 16 ? static_cast<__mmask16>((1u << (left - 16)) - 1) : 0;
+      Tile<R>(K2, A, lda, B + n, ldb, Cm + n, ldc, m0, m1, accumulate);
+    }
+  }
+
+  TF_OPS_BF16 static inline void Run(int64_t M, int64_t N, int64_t K2,
+                                     const Bf* A, int64_t lda, const Pair* B,
+                                     int64_t ldb, float* Cm, int64_t ldc,
+                                     bool accumulate) {
+    int64_t m = 0;
+    for (; m + kRows <= M; m += kRows) {
+      Rows<kRows>(N, K2, A + m * lda, lda, B, ldb, Cm + m * ldc, ldc,
+                  accumulate);
+    }
+    const Bf* a = A + m * lda;
+    float* c = Cm + m * ldc;
+    switch (M - m) {
+      case 7: Rows<7>(N, K2, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 6: Rows<6>(N, K2, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 5: Rows<5>(N, K2, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 4: Rows<4>(N, K2, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 3: Rows<3>(N, K2, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 2: Rows<2>(N, K2, a, lda, B, ldb, c, ldc, accumulate); break;
+      case 1: Rows<1>(N, K2, a, lda, B, ldb, c, ldc, accumulate); break;
+      default: break;
+    }
+  }
+};
+
+// The product, compiled once and called through a pointer (as GemmFn).
+using GemmBf16Fn = void (*)(int64_t M, int64_t N, int64_t K2, const Bf* A,
+                            int64_t lda, const Pair* B, int64_t ldb,
+                            float* Cm, int64_t ldc, bool accumulate);
+
+inline __mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// dst[c] = bfloat16(src[c]) for c < n (rounded to nearest even), and
+// dst[n] = 0 where n is odd: the pad of the last pair.
+TF_OPS_BF16 inline void RoundRow(const float* src, int64_t n, Bf* dst) {
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 m = FirstLanes(n - c);
+    const __m256i h =
+        (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + c));
+    _mm256_mask_storeu_epi16(dst + c, m, h);
+  }
+  if (n & 1) dst[n] = 0;
+}
+
+// dst[c] = {bfloat16(r0[c]), bfloat16(r1[c])} for c < n; r1 null: zeros (the
+// pad of an odd number of rows). Where row0 (row1) is not null, the rounded
+// r0 (r1) also as a row there, as RoundRow writes it.
+TF_OPS_BF16 inline void RoundPairRows(const float* r0, const float* r1,
+                                      int64_t n, Pair* dst, Bf* row0 = nullptr,
+                                      Bf* row1 = nullptr) {
+  // Lane 2c takes r0's c (element c of the conversion), 2c + 1 r1's (16 + c).
+  alignas(64) static const uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 m = FirstLanes(n - c);
+    const __m512 a = _mm512_maskz_loadu_ps(m, r0 + c);
+    const __m512 b =
+        r1 != nullptr ? _mm512_maskz_loadu_ps(m, r1 + c) : _mm512_setzero_ps();
+    const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a low, b high
+    _mm512_mask_storeu_epi32(dst + c, m, _mm512_permutexvar_epi16(idx, h));
+    if (row0 != nullptr) {
+      _mm256_mask_storeu_epi16(row0 + c, m, (__m256i)_mm512_cvtneps_pbh(a));
+    }
+    if (row1 != nullptr) {
+      _mm256_mask_storeu_epi16(row1 + c, m, (__m256i)_mm512_cvtneps_pbh(b));
+    }
+  }
+  if (n & 1) {
+    if (row0 != nullptr) row0[n] = 0;
+    if (row1 != nullptr) row1[n] = 0;
+  }
+}
+
+// The lanes' max and sum, as trees of shuffles (a dependent chain 4 deep,
+// not 15). __builtin_shufflevector (GCC 12, Clang) and masked or operator
+// forms: GCC's reduction, shuffle and plain max intrinsics warn of an
+// uninitialised value under -Wall.
+TF_OPS_BF16 inline __m512 SwapHalves(__m512 v, int w) {
+  switch (w) {
+    case 8:
+      return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1,
+                                     2, 3, 4, 5, 6, 7);
+    case 4:
+      return __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14,
+                                     15, 8, 9, 10, 11);
+    case 2:
+      return __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8,
+                                     9, 14, 15, 12, 13);
+    default:
+      return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11,
+                                     10, 13, 12, 15, 14);
+  }
+}
+TF_OPS_BF16 inline float LanesMax(__m512 v) {
+  for (int w = 8; w > 0; w /= 2) {
+    v = _mm512_mask_max_ps(v, 0xffff, v, SwapHalves(v, w));
+  }
+  return v[0];
+}
+TF_OPS_BF16 inline float LanesSum(__m512 v) {
+  for (int w = 8; w > 0; w /= 2) v += SwapHalves(v, w);
+  return v[0];
+}
+
+// max(start, row[0..n)), row first multiplied by `scale` in place where
+// kScale. NaN is passed over, as RowMax does. A vector and one tree
+// reduction: RowMax's final chain of 15 dependent scalar steps per row was
+// as slow as its loop at these tile sizes.
+template <bool kScale>
+TF_OPS_BF16 inline float MaxRow(float* row, int64_t n, float scale,
+                                float start) {
+  __m512 mx = _mm512_set1_ps(start);
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 m = FirstLanes(n - c);
+    __m512 x = _mm512_maskz_loadu_ps(m, row + c);
+    if constexpr (kScale) {
+      x = _mm512_mul_ps(x, sc);
+      _mm512_mask_storeu_ps(row + c, m, x);
+    }
+    mx = _mm512_mask_max_ps(mx, m, x, mx);  // x first: a NaN x keeps mx
+  }
+  return LanesMax(mx);
+}
+
+// The sum of row[0..n), and the row rounded to bfloat16 at dst (RoundRow).
+TF_OPS_BF16 inline float SumAndRound(const float* row, int64_t n, Bf* dst) {
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 m = FirstLanes(n - c);
+    const __m512 x = _mm512_maskz_loadu_ps(m, row + c);
+    sum = _mm512_add_ps(sum, x);
+    _mm256_mask_storeu_epi16(dst + c, m, (__m256i)_mm512_cvtneps_pbh(x));
+  }
+  if (n & 1) dst[n] = 0;
+  return LanesSum(sum);
+}
+
+// 16 vectors of 16 4-byte elements transposed in registers: 64 two-vector
+// shuffles per 256 elements, where moving them one by one is a load and a
+// store each. The panels, the per-head Q^T and dO^T and the dK, dV rows are
+// such transposes, O(T D) per head: at short lengths beside O(T^2 D) products
+// they would not be negligible element by element.
+typedef int32_t Dw16 __attribute__((vector_size(64)));
+
+TF_OPS_BF16 inline void Transpose16(Dw16 v[16]) {
+  Dw16 a[16];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {  // 32-bit interleave of rows 2k, 2k + 1
+    a[2 * k] = __builtin_shufflevector(v[2 * k], v[2 * k + 1], 0, 16, 1, 17,
+                                       4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13,
+                                       29);
+    a[2 * k + 1] = __builtin_shufflevector(v[2 * k], v[2 * k + 1], 2, 18, 3,
+                                           19, 6, 22, 7, 23, 10, 26, 11, 27,
+                                           14, 30, 15, 31);
+  }
+  Dw16 b[16];  // b[4k + e], 128-bit lane L: rows 4k..4k+3 of column 4L + e
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const Dw16 x = a[4 * k + h], y = a[4 * k + h + 2];
+      b[4 * k + 2 * h] = __builtin_shufflevector(
+          x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+      b[4 * k + 2 * h + 1] = __builtin_shufflevector(
+          x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    }
+  }
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {  // the 128-bit lanes, 4 x 4
+    const Dw16 x0 = __builtin_shufflevector(b[e], b[4 + e], 0, 1, 2, 3, 16, 17,
+                                            18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const Dw16 x1 = __builtin_shufflevector(b[e], b[4 + e], 8, 9, 10, 11, 24,
+                                            25, 26, 27, 12, 13, 14, 15, 28, 29,
+                                            30, 31);
+    const Dw16 x2 = __builtin_shufflevector(b[8 + e], b[12 + e], 0, 1, 2, 3,
+                                            16, 17, 18, 19, 4, 5, 6, 7, 20, 21,
+                                            22, 23);
+    const Dw16 x3 = __builtin_shufflevector(b[8 + e], b[12 + e], 8, 9, 10, 11,
+                                            24, 25, 26, 27, 12, 13, 14, 15, 28,
+                                            29, 30, 31);
+    v[e] = __builtin_shufflevector(x0, x2, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18,
+                                   19, 20, 21, 22, 23);
+    v[4 + e] = __builtin_shufflevector(x0, x2, 8, 9, 10, 11, 12, 13, 14, 15,
+                                       24, 25, 26, 27, 28, 29, 30, 31);
+    v[8 + e] = __builtin_shufflevector(x1, x3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
+                                       18, 19, 20, 21, 22, 23);
+    v[12 + e] = __builtin_shufflevector(x1, x3, 8, 9, 10, 11, 12, 13, 14, 15,
+                                        24, 25, 26, 27, 28, 29, 30, 31);
+  }
+}
+
+// out[c * ldo + r] = in(r)[c] for r < rows, c < cols, 4-byte elements (in(r):
+// row r's address): 16 x 16 blocks by Transpose16, the edges one by one.
+template <typename RowFn>
+TF_OPS_BF16 inline void TransposeDwords(const RowFn& in, int64_t rows,
+                                        int64_t cols, void* out_v,
+                                        int64_t ldo) {
+  char* out = static_cast<char*>(out_v);
+  int64_t r0 = 0;
+  for (; r0 + 16 <= rows; r0 += 16) {
+    const char* src[16];
+    for (int i = 0; i < 16; ++i) {
+      src[i] = reinterpret_cast<const char*>(in(r0 + i));
+    }
+    int64_t c0 = 0;
+    for (; c0 + 16 <= cols; c0 += 16) {
+      Dw16 v[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        v[i] = (Dw16)_mm512_loadu_si512(src[i] + 4 * c0);
+      }
+      Transpose16(v);
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        _mm512_storeu_si512(out + 4 * ((c0 + j) * ldo + r0), (__m512i)v[j]);
+      }
+    }
+    for (; c0 < cols; ++c0) {
+      for (int i = 0; i < 16; ++i) {
+        std::memcpy(out + 4 * (c0 * ldo + r0 + i), src[i] + 4 * c0, 4);
+      }
+    }
+  }
+  for (; r0 < rows; ++r0) {
+    const char* src = reinterpret_cast<const char*>(in(r0));
+    for (int64_t c = 0; c < cols; ++c) {
+      std::memcpy(out + 4 * (c * ldo + r0), src + 4 * c, 4);
+    }
+  }
+}
+
+// One key/value head's operands: K^T as pairs along the head dimension
+// [D/2][S] (Q K^T), K as pairs along keys [S/2][D] (dS K), V as pairs along
+// keys [S/2][Dv] (P V), V^T as pairs along the value dimension [Dv/2][S]
+// (dO V^T); those a pass reads, and V's mean (float).
+struct PairPanels {
+  int64_t S, D, Dv;
+  bool with_k, with_v, with_vt;
+  int64_t head = -1;
+  std::unique_ptr<Pair[]> kt, k, v, vt;
+  std::unique_ptr<float[]> mean;
+
+  PairPanels(const AttentionParams& p, bool wk, bool wv, bool wvt)
+      : S(p.kv_len), D(p.head_dim), Dv(p.value_dim), with_k(wk), with_v(wv),
+        with_vt(wvt), kt(Buffer<Pair>(Even(D) / 2 * S)),
+        k(Buffer<Pair>(wk ? Even(S) / 2 * D : 0)),
+        v(Buffer<Pair>(wv ? Even(S) / 2 * Dv : 0)),
+        vt(Buffer<Pair>(wvt ? Even(Dv) / 2 * S : 0)),
+        mean(Buffer<float>(Dv)) {}
+};
+
+inline Pair MakePair(Bf lo, Bf hi) {
+  return static_cast<Pair>(lo) | (static_cast<Pair>(hi) << 16);
+}
+
+// The bfloat16 engine: the float engine's tiles, masks and softmax (the
+// base), with products of bfloat16 pairs.
+struct Bf16Engine : Engine<cpu_storage::BFloat16> {
+  using St = cpu_storage::BFloat16;
+  GemmBf16Fn gemm16 = nullptr;
+
+  // Packs key/value head `unit` (b * K + kh), unless the panels hold it.
+  TF_OPS_BF16 void Pack(PairPanels& panels, const Bf* k, const Bf* v,
+                        int64_t unit) const {
+    if (panels.head == unit) return;
+    panels.head = unit;
+    const int64_t b = unit / p.kv_heads, kh = unit % p.kv_heads;
+    const int64_t S = p.kv_len, D = p.head_dim, Dv = p.value_dim;
+    const auto krow = [&](int64_t s) { return k + p.KOffset(b, s, kh); };
+    const auto vrow = [&](int64_t s) { return v + p.VOffset(b, s, kh); };
+    PackAlongDim(krow, S, D, panels.kt.get());
+    if (panels.with_k) PackAlongKeys(krow, S, D, panels.k.get());
+    if (panels.with_v) PackAlongKeys(vrow, S, Dv, panels.v.get());
+    if (panels.with_vt) PackAlongDim(vrow, S, Dv, panels.vt.get());
+    if (!panels.with_v) return;  // the mean: the forward's dead rows only
+    float* mean = panels.mean.get();
+    for (int64_t d = 0; d < Dv; ++d) mean[d] = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const Bf* row = vrow(s);
+      for (int64_t d = 0; d < Dv; ++d) mean[d] += St::Load(row[d]);
+    }
+    for (int64_t d = 0; d < Dv; ++d) mean[d] = S > 0 ? mean[d] / S : 0.0f;
+  }
+
+  // out[j * S + s] = {row(s)[2j], row(s)[2j + 1]} (0 past `dim`): pairs along
+  // the rows, [dim / 2][S]. An even dim makes each pair a 4-byte element of
+  // the row: a transpose; an odd one is packed 16 keys at a time (each store
+  // part of one cache line).
+  template <typename RowFn>
+  TF_OPS_BF16 static void PackAlongDim(const RowFn& row, int64_t S,
+                                       int64_t dim, Pair* out) {
+    if (dim % 2 == 0) {  // the rows' pairs are 4-byte elements: a transpose
+      TransposeDwords(row, S, dim / 2, out, S);
+      return;
+    }
+    const Bf* rows[16];
+    for (int64_t s0 = 0; s0 < S; s0 += 16) {
+      const int64_t n = std::min<int64_t>(16, S - s0);
+      for (int64_t i = 0; i < n; ++i) rows[i] = row(s0 + i);
+      for (int64_t d = 0; d < dim; d += 2) {
+        Pair* o = out + d / 2 * S + s0;
+        if (d + 1 < dim) {
+          for (int64_t i = 0; i < n; ++i) std::memcpy(o + i, rows[i] + d, 4);
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i] = MakePair(rows[i][d], 0);
+        }
+      }
+    }
+  }
+
+  // out[j * dim + d] = {row(2j)[d], row(2j + 1)[d]} (0 past S): pairs along
+  // the keys, [S / 2][dim].
+  // Two rows interleaved 32 elements at a time.
+  template <typename RowFn>
+  TF_OPS_BF16 static void PackAlongKeys(const RowFn& row, int64_t S,
+                                        int64_t dim, Pair* out) {
+    alignas(64) static const uint16_t kLow[32] = {
+        0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+        8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    const __m512i low = _mm512_load_si512(kLow);
+    const __m512i high = _mm512_add_epi16(low, _mm512_set1_epi16(16));
+    for (int64_t s = 0; s < S; s += 2) {
+      const Bf* r0 = row(s);
+      const Bf* r1 = s + 1 < S ? row(s + 1) : nullptr;
+      Pair* o = out + s / 2 * dim;
+      for (int64_t d = 0; d < dim; d += 32) {
+        const int64_t n = dim - d;
+        const __mmask32 m = n >= 32 ? ~__mmask32{0}
+                                    : static_cast<__mmask32>((1u << n) - 1);
+        const __m512i a = _mm512_maskz_loadu_epi16(m, r0 + d);
+        const __m512i b = r1 != nullptr ? _mm512_maskz_loadu_epi16(m, r1 + d)
+                                        : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(o + d, FirstLanes(n),
+                                 _mm512_permutex2var_epi16(a, low, b));
+        if (n > 16) {
+          _mm512_mask_storeu_epi32(o + d + 16, FirstLanes(n - 16),
+                                   _mm512_permutex2var_epi16(a, high, b));
+        }
+      }
+    }
+  }
+
+  // The bfloat16 at p[0..16) (lanes m) as floats: each in a lane's high half.
+  // Masked forms: the plain ones warn of an uninitialised value in GCC.
+  TF_OPS_BF16 static __m512 Widen(__mmask16 m, const Bf* p) {
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(0xffff,
+                                                  _mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, w, 16));
+  }
+
+  // sum a[d] b[d] for d < n, in 16 lanes.
+  TF_OPS_BF16 static float Dot(const Bf* a, const Bf* b, int64_t n) {
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t d = 0; d < n; d += 16) {
+      const __mmask16 m = FirstLanes(n - d);
+      const __m512 x = Widen(m, a + d), y = Widen(m, b + d);
+      sum = _mm512_fmadd_ps(x, y, sum);
+    }
+    return LanesSum(sum);
+  }
+
+  // The logits of a tile, rows x cols at `s` (ld kKeyBlock), times the scale.
+  static void Scale(float* s, int64_t rows, int64_t cols, float scale) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = s + r * kKeyBlock;
+      for (int64_t c = 0; c < cols; ++c) row[c] *= scale;
+    }
+  }
+
+  // As Engine::ForwardUnits.
+  TF_OPS_BF16 void ForwardUnits(const Bf* q, const Bf* k, const Bf* v,
+                                Bf* out, float* lse, int64_t begin,
+                                int64_t end) const {
+    const int64_t D = p.head_dim, Dv = p.value_dim, Dp = Even(D);
+    const float scale = p.scale;
+    PairPanels panels(p, false, true, false);
+    auto qs = Buffer<Bf>(kQueryBlock * Dp);
+    auto s = Buffer<float>(kQueryBlock * kKeyBlock);
+    auto ps = Buffer<Bf>(kQueryBlock * kKeyBlock);
+    auto acc = Buffer<float>(kQueryBlock * Dv);
+    float m[kQueryBlock], l[kQueryBlock];
+    bool kept_any[kQueryBlock] = {};
+    const int64_t blocks = QueryBlocks();
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t qb = u % blocks, bn = u / blocks;
+      const int64_t b = bn / p.heads, n = bn % p.heads;
+      const int64_t kv = b * p.kv_heads + n / p.group();
+      const int64_t t0 = qb * kQueryBlock;
+      const int64_t t1 = std::min(p.q_len, t0 + kQueryBlock);
+      const int64_t rows = t1 - t0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const Bf* row = q + p.QOffset(b, t0 + r, n);
+        for (int64_t d = 0; d < D; ++d) qs[r * Dp + d] = row[d];
+        if (D & 1) qs[r * Dp + D] = 0;
+        m[r] = NegInf<float>();
+        l[r] = 0;
+        kept_any[r] = false;
+        for (int64_t d = 0; d < Dv; ++d) acc[r * Dv + d] = 0;
+      }
+      int64_t lo, hi;
+      KeyRange(t0, t1, &lo, &hi);
+      lo &= ~int64_t{1};
+      Pack(panels, k, v, kv);
+      for (int64_t s0 = lo; s0 < hi; s0 += kKeyBlock) {
+        const int64_t cols = std::min(kKeyBlock, hi - s0);
+        const TileWork w = Classify(b, n, t0, t1, s0, s0 + cols);
+        if (w.skip) continue;  // every key masked: weights 0
+        gemm16(rows, cols, Dp / 2, qs.get(), Dp, panels.kt.get() + s0,
+               p.kv_len, s.get(), kKeyBlock, false);
+        if (w.finish) {  // else the scale is applied with the row max
+          Scale(s.get(), rows, cols, scale);
+          Finish(w, s.get(), nullptr, b, n, t0, rows, s0, cols, kept_any);
+        } else {
+          for (int64_t r = 0; r < rows; ++r) kept_any[r] = true;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          float* row = s.get() + r * kKeyBlock;
+          Bf* prow = ps.get() + r * kKeyBlock;
+          const float mx = w.finish ? MaxRow<false>(row, cols, 1.0f, m[r])
+                                    : MaxRow<true>(row, cols, scale, m[r]);
+          if (mx == NegInf<float>()) {  // nothing kept yet: weights 0
+            for (int64_t c = 0; c < cols; ++c) row[c] = 0;
+            RoundRow(row, cols, prow);
+            continue;
+          }
+          const float alpha = m[r] == NegInf<float>() ? 0.0f : ExpC(m[r] - mx);
+          for (int64_t c = 0; c < cols; ++c) row[c] = ExpC(row[c] - mx);
+          l[r] = l[r] * alpha + SumAndRound(row, cols, prow);
+          m[r] = mx;
+          if (alpha != 1.0f) {
+            float* a = acc.get() + r * Dv;
+            for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
+          }
+        }
+        gemm16(rows, Dv, Even(cols) / 2, ps.get(), kKeyBlock,
+               panels.v.get() + s0 / 2 * Dv, Dv, acc.get(), Dv, true);
+      }
+      const float* mean = panels.mean.get();
+      for (int64_t r = 0; r < rows; ++r) {
+        Bf* o = out + p.OutOffset(b, t0 + r, n);
+        float* lse_row = lse + p.LseOffset(b, n, t0 + r);
+        if (!kept_any[r]) {  // Keras's uniform weights: the values' mean
+          for (int64_t d = 0; d < Dv; ++d) o[d] = St::Store(mean[d]);
+          *lse_row = NegInf<float>();
+          continue;
+        }
+        const float inv = 1.0f / l[r];
+        for (int64_t d = 0; d < Dv; ++d) {
+          o[d] = St::Store(acc[r * Dv + d] * inv);
+        }
+        *lse_row = m[r] + std::log(l[r]);
+      }
+    }
+  }
+
+  // As Engine::BackwardUnits.
+  TF_OPS_BF16 void BackwardUnits(const Bf* q, const Bf* k, const Bf* v,
+                                 const Bf* out, const Bf* dout,
+                                 const float* lse, Bf* dq, Bf* dk, Bf* dv,
+                                 float* dk_part, float* dv_part,
+                                 int64_t begin, int64_t end) const {
+    const int64_t T = p.q_len, S = p.kv_len, D = p.head_dim,
+                  Dv = p.value_dim;
+    const int64_t Tp = Even(T), Dp = Even(D), Dvp = Even(Dv);
+    const float scale = p.scale;
+    const bool grouped = p.group() > 1;
+    PairPanels panels(p, true, false, true);
+    // Q and dO per head, row-major (A of Q K^T, dO V^T) and transposed (A of
+    // Q^T dS, dO^T P), each with a zero pad where its pairs need one.
+    auto q16 = Buffer<Bf>(T * Dp);
+    auto qt16 = Buffer<Bf>(D * Tp);
+    auto do16 = Buffer<Bf>(T * Dvp);
+    auto dot16 = Buffer<Bf>(Dv * Tp);
+    auto tpairs = Buffer<Pair>(Tp / 2 * std::max(D, Dv));
+    auto delta = Buffer<float>(T);
+    auto dqa = Buffer<float>(T * D);
+    auto s = Buffer<float>(kQueryBlock * kKeyBlock);
+    auto g = Buffer<float>(kQueryBlock * kKeyBlock);
+    auto dp = Buffer<float>(kQueryBlock * kKeyBlock);
+    auto p2 = Buffer<Pair>(kQueryBlock / 2 * kKeyBlock);
+    auto ds2 = Buffer<Pair>(kQueryBlock / 2 * kKeyBlock);
+    auto ds16 = Buffer<Bf>(kQueryBlock * kKeyBlock);
+    auto dkt = Buffer<float>(D * kKeyBlock);   // dK^T of the key block
+    auto dvt = Buffer<float>(Dv * kKeyBlock);  // dV^T of the key block
+    auto dkb = Buffer<float>(kKeyBlock * D);   // the same as rows
+    auto dvb = Buffer<float>(kKeyBlock * Dv);
+    std::vector<float> dead_sum(Dv);
+    bool kept_any[kQueryBlock] = {};
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / p.heads, n = u % p.heads;
+      const int64_t kv = b * p.kv_heads + n / p.group();
+      bool any_dead = false;
+      std::fill(dead_sum.begin(), dead_sum.end(), 0.0f);
+      for (int64_t t = 0; t < T; ++t) {
+        const Bf* qrow = q + p.QOffset(b, t, n);
+        for (int64_t d = 0; d < D; ++d) q16[t * Dp + d] = qrow[d];
+        if (D & 1) q16[t * Dp + D] = 0;
+        for (int64_t d = 0; d < D; ++d) dqa[t * D + d] = 0;
+        const Bf* orow = out + p.OutOffset(b, t, n);
+        const Bf* grow = dout + p.OutOffset(b, t, n);
+        for (int64_t d = 0; d < Dv; ++d) do16[t * Dvp + d] = grow[d];
+        if (Dv & 1) do16[t * Dvp + Dv] = 0;
+        delta[t] = Dot(grow, orow, Dv);
+        if (lse[p.LseOffset(b, n, t)] == NegInf<float>()) {
+          any_dead = true;
+          for (int64_t d = 0; d < Dv; ++d) dead_sum[d] += St::Load(grow[d]);
+        }
+      }
+      // Q^T, dO^T with pairs along t: the pairs of rows, transposed.
+      PackAlongKeys([&](int64_t t) { return q16.get() + t * Dp; }, T, D,
+                    tpairs.get());
+      TransposeDwords([&](int64_t j) { return tpairs.get() + j * D; }, Tp / 2,
+                      D, qt16.get(), Tp / 2);
+      PackAlongKeys([&](int64_t t) { return do16.get() + t * Dvp; }, T, Dv,
+                    tpairs.get());
+      TransposeDwords([&](int64_t j) { return tpairs.get() + j * Dv; },
+                      Tp / 2, Dv, dot16.get(), Tp / 2);
+      const float dead_share = any_dead ? 1.0f / static_cast<float>(S) : 0.0f;
+      Pack(panels, k, v, kv);
+      for (int64_t s0 = 0; s0 < S; s0 += kKeyBlock) {
+        const int64_t cols = std::min(kKeyBlock, S - s0);
+        for (int64_t d = 0; d < D; ++d) {
+          std::fill(dkt.get() + d * kKeyBlock, dkt.get() + d * kKeyBlock + cols,
+                    0.0f);
+        }
+        for (int64_t d = 0; d < Dv; ++d) {
+          std::fill(dvt.get() + d * kKeyBlock, dvt.get() + d * kKeyBlock + cols,
+                    dead_sum[d] * dead_share);
+        }
+        int64_t lo, hi;
+        QueryRange(s0, s0 + cols, &lo, &hi);
+        lo &= ~int64_t{1};
+        for (int64_t t0 = lo; t0 < hi; t0 += kQueryBlock) {
+          const int64_t rows = std::min(kQueryBlock, hi - t0);
+          const TileWork w = Classify(b, n, t0, t0 + rows, s0, s0 + cols);
+          if (w.skip) continue;  // weights 0: nothing reaches any gradient
+          gemm16(rows, cols, Dp / 2, q16.get() + t0 * Dp, Dp,
+                 panels.kt.get() + s0, S, s.get(), kKeyBlock, false);
+          float exp_scale = scale;  // the logits' scale, unless applied here
+          if (w.finish) {
+            Scale(s.get(), rows, cols, scale);
+            Finish(w, s.get(), g.get(), b, n, t0, rows, s0, cols, kept_any);
+            exp_scale = 1.0f;
+          }
+          // P = exp(logit - lse); a dead row's weights reach only dv
+          // (dead_sum), so they are 0 here.
+          for (int64_t r = 0; r < rows; ++r) {
+            const float lr = lse[p.LseOffset(b, n, t0 + r)];
+            float* row = s.get() + r * kKeyBlock;
+            if (lr == NegInf<float>()) {
+              for (int64_t c = 0; c < cols; ++c) row[c] = 0;
+            } else {
+              for (int64_t c = 0; c < cols; ++c) {
+                row[c] = ExpC(row[c] * exp_scale - lr);
+              }
+            }
+          }
+          for (int64_t r = 0; r < rows; r += 2) {
+            const float* next =
+                r + 1 < rows ? s.get() + (r + 1) * kKeyBlock : nullptr;
+            RoundPairRows(s.get() + r * kKeyBlock, next, cols,
+                          p2.get() + r / 2 * kKeyBlock);
+          }
+          // dV^T += dO^T P
+          gemm16(Dv, cols, Even(rows) / 2, dot16.get() + t0, Tp, p2.get(),
+                 kKeyBlock, dvt.get(), kKeyBlock, true);
+          // dP = dO V^T; dS = P (dP - delta) (times the cap's derivative)
+          gemm16(rows, cols, Dvp / 2, do16.get() + t0 * Dvp, Dvp,
+                 panels.vt.get() + s0, S, dp.get(), kKeyBlock, false);
+          for (int64_t r = 0; r < rows; ++r) {
+            float* row = s.get() + r * kKeyBlock;
+            const float* dprow = dp.get() + r * kKeyBlock;
+            const float dl = delta[t0 + r];
+            for (int64_t c = 0; c < cols; ++c) {
+              row[c] = row[c] * (dprow[c] - dl);
+            }
+            if (p.softcap > 0) {  // then every tile is finished
+              const float* grow = g.get() + r * kKeyBlock;
+              for (int64_t c = 0; c < cols; ++c) row[c] *= grow[c];
+            }
+          }
+          // dS rounded once, as pairs of rows (B of Q^T dS) and as rows (A
+          // of dS K).
+          for (int64_t r = 0; r < rows; r += 2) {
+            const bool pair = r + 1 < rows;
+            RoundPairRows(s.get() + r * kKeyBlock,
+                          pair ? s.get() + (r + 1) * kKeyBlock : nullptr, cols,
+                          ds2.get() + r / 2 * kKeyBlock,
+                          ds16.get() + r * kKeyBlock,
+                          pair ? ds16.get() + (r + 1) * kKeyBlock : nullptr);
+          }
+          // dQ += dS K; dK^T += Q^T dS (the scale applied when stored)
+          gemm16(rows, D, Even(cols) / 2, ds16.get(), kKeyBlock,
+                 panels.k.get() + s0 / 2 * D, D, dqa.get() + t0 * D, D, true);
+          gemm16(D, cols, Even(rows) / 2, qt16.get() + t0, Tp, ds2.get(),
+                 kKeyBlock, dkt.get(), kKeyBlock, true);
+        }
+        // dK, dV rows of the block from dK^T, dV^T.
+        TransposeDwords([&](int64_t d) { return dkt.get() + d * kKeyBlock; },
+                        D, cols, dkb.get(), D);
+        TransposeDwords([&](int64_t d) { return dvt.get() + d * kKeyBlock; },
+                        Dv, cols, dvb.get(), Dv);
+        const int64_t kh = n / p.group();
+        for (int64_t c = 0; c < cols; ++c) {
+          const float* kb = dkb.get() + c * D;
+          const float* vb = dvb.get() + c * Dv;
+          if (grouped) {
+            float* kpart = dk_part + (s0 + c) * D;
+            for (int64_t d = 0; d < D; ++d) kpart[d] = scale * kb[d];
+            std::copy(vb, vb + Dv, dv_part + (s0 + c) * Dv);
+          } else {
+            Bf* krow = dk + p.KOffset(b, s0 + c, kh);
+            Bf* vrow = dv + p.VOffset(b, s0 + c, kh);
+            for (int64_t d = 0; d < D; ++d) krow[d] = St::Store(scale * kb[d]);
+            for (int64_t d = 0; d < Dv; ++d) vrow[d] = St::Store(vb[d]);
+          }
+        }
+      }
+      if (grouped) {
+        dk_part += S * D;
+        dv_part += S * Dv;
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        Bf* row = dq + p.QOffset(b, t, n);
+        for (int64_t d = 0; d < D; ++d) {
+          row[d] = St::Store(scale * dqa[t * D + d]);
+        }
+      }
+    }
+  }
+};
+
+#undef TF_OPS_BF16
+#endif  // defined(__x86_64__)
+
 // The calls each instruction-set variant runs, with their buffers.
 struct ForwardCall {
   Dtype dtype;
@@ -756,11 +1497,56 @@ TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
 #undef TF_OPS_ISA_VARIANT
 #undef TF_OPS_ATTENTION_GEMM
 
+#if defined(__x86_64__)
+TF_OPS_ISA_ENTRY(TF_OPS_TARGET_AVX512_BF16) void GemmBf16Avx512(
+    int64_t M, int64_t N, int64_t K2, const Bf* A, int64_t lda, const Pair* B,
+    int64_t ldb, float* Cm, int64_t ldc, bool accumulate) {
+  GemmBf16::Run(M, N, K2, A, lda, B, ldb, Cm, ldc, accumulate);
+}
+
+TF_OPS_ISA_ENTRY(TF_OPS_TARGET_AVX512_BF16) void ForwardBf16(
+    const ForwardCall& c, int64_t begin, int64_t end) {
+  Bf16Engine{{*c.p}, &GemmBf16Avx512}.ForwardUnits(
+      static_cast<const Bf*>(c.q), static_cast<const Bf*>(c.k),
+      static_cast<const Bf*>(c.v), static_cast<Bf*>(c.out),
+      static_cast<float*>(c.lse), begin, end);
+}
+
+TF_OPS_ISA_ENTRY(TF_OPS_TARGET_AVX512_BF16) void BackwardBf16(
+    const BackwardCall& c, int64_t begin, int64_t end) {
+  const AttentionParams& p = *c.p;
+  float* dk_part = static_cast<float*>(c.dk_part);
+  float* dv_part = static_cast<float*>(c.dv_part);
+  if (dk_part != nullptr) {
+    dk_part += begin * p.kv_len * p.head_dim;
+    dv_part += begin * p.kv_len * p.value_dim;
+  }
+  Bf16Engine{{p}, &GemmBf16Avx512}.BackwardUnits(
+      static_cast<const Bf*>(c.q), static_cast<const Bf*>(c.k),
+      static_cast<const Bf*>(c.v), static_cast<const Bf*>(c.out),
+      static_cast<const Bf*>(c.dout), static_cast<const float*>(c.lse),
+      static_cast<Bf*>(c.dq), static_cast<Bf*>(c.dk), static_cast<Bf*>(c.dv),
+      dk_part, dv_part, begin, end);
+}
+#endif
+
+// bfloat16 with AVX512-BF16: the bfloat16-product engine; otherwise the
+// float engine of the active instruction set.
 void Forward(const ForwardCall& c, int64_t begin, int64_t end) {
+#if defined(__x86_64__)
+  if (c.dtype == Dtype::kBFloat16 && ActiveAvx512Bf16()) {
+    return ForwardBf16(c, begin, end);
+  }
+#endif
   TF_OPS_CPU_ISA_DISPATCH(Forward, c, begin, end)
 }
 
 void Backward(const BackwardCall& c, int64_t begin, int64_t end) {
+#if defined(__x86_64__)
+  if (c.dtype == Dtype::kBFloat16 && ActiveAvx512Bf16()) {
+    return BackwardBf16(c, begin, end);
+  }
+#endif
   TF_OPS_CPU_ISA_DISPATCH(Backward, c, begin, end)
 }
 

@@ -4,9 +4,12 @@
 // the widest one this CPU supports is used, so the same .so runs everywhere
 // and fast where it can.
 //
-// TF_OPS_CPU_ISA=baseline|avx2|avx512 in the environment caps the choice (to
-// test or benchmark each path on one machine); a request the CPU cannot run
-// falls back to the widest it can.
+// TF_OPS_CPU_ISA=baseline|avx2|avx512|avx512_bf16 in the environment caps the
+// choice (to test or benchmark each path on one machine); a request the CPU
+// cannot run falls back to the widest it can. avx512_bf16 is AVX-512 with
+// AVX512-BF16's dot products (vdpbf16ps), which an engine may use for
+// bfloat16 inputs on top of its AVX-512 loops (ActiveAvx512Bf16 below); the
+// cap avx512 keeps the AVX-512 loops without them.
 
 #ifndef TF_OPS_CC_CPU_ISA_H_
 #define TF_OPS_CC_CPU_ISA_H_
@@ -27,6 +30,18 @@ CpuIsa SetCpuIsa(CpuIsa isa);
 
 const char* CpuIsaName(CpuIsa isa);
 
+// Whether this CPU has AVX512-BF16 (cpuid leaf 7, subleaf 1, EAX bit 5) on
+// top of the AVX-512 set SupportedCpuIsa() checks.
+bool SupportedAvx512Bf16();
+
+// Whether an engine may use the bfloat16 dot products: the CPU has them, the
+// active set is AVX-512 and TF_OPS_CPU_ISA does not cap below avx512_bf16.
+// The one test an engine makes before running its bfloat16-product variant.
+bool ActiveAvx512Bf16();
+
+// Allows or forbids them (tests and benchmarks); returns ActiveAvx512Bf16().
+bool SetAvx512Bf16(bool allowed);
+
 }  // namespace tf_ops
 
 // Compiling a loop once per instruction set, the one idiom every CPU engine
@@ -46,6 +61,12 @@ const char* CpuIsaName(CpuIsa isa);
 #define TF_OPS_TARGET_AVX512                                        \
   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma," \
                         "f16c,bmi2,prefer-vector-width=512")))
+
+// An engine's bfloat16-product variant (x86-64 only): AVX-512 plus
+// AVX512-BF16, called where ActiveAvx512Bf16().
+#define TF_OPS_TARGET_AVX512_BF16                                   \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16," \
+                        "avx2,fma,f16c,bmi2,prefer-vector-width=512")))
 
 #if defined(__x86_64__)
 #define TF_OPS_FOR_EACH_CPU_ISA(VARIANT)     \

@@ -3,7 +3,9 @@
 The library's CPU loops are compiled for a baseline (AVX on x86-64), AVX2+FMA
 and AVX-512, and the widest this CPU supports runs. ``TF_OPS_CPU_ISA=baseline``,
 ``avx2`` or ``avx512`` in the environment before the library loads caps the
-choice (for tests and benchmarks).
+choice (for tests and benchmarks). On top of AVX-512, a CPU with AVX512-BF16 runs the
+attention engine's bfloat16 products with its dot products; ``avx512`` turns them off
+(``avx512_bf16`` names that widest choice; it reports as 'avx512').
 """
 
 from __future__ import annotations
