@@ -48,3 +48,22 @@ def test_values_with_narrower_instruction_set(isa):
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout
+
+
+@pytest.mark.heavy  # a pytest run
+def test_attention_values_without_bf16_products():
+    """Where the CPU has AVX512-BF16, the native run tests the attention's bfloat16
+    products (vdpbf16ps); TF_OPS_CPU_ISA=avx512 turns them off, and the AVX-512 path
+    that widens bfloat16 to float is tested here."""
+    with open("/proc/cpuinfo") as f:
+        flags = f.read()
+    if " avx512_bf16 " not in flags:
+        pytest.skip("no AVX512-BF16: the native run takes the widening path")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         str(REPO_ROOT / "tests" / "attention" / "test_attention.py"),
+         "-k", "values_against_reference or fused_backward"],
+        env=_env("avx512"), capture_output=True, text=True, cwd=REPO_ROOT, timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout
