@@ -1005,9 +1005,23 @@ def test_batch_norm_and_relu6_are_one_op():
         rows = {r.layers: r.detail for r in tf_ops.patch_summary(model).fused}
     assert rows["bn + relu6"] == "batch norm + relu6 in one op", rows
     alone = keras.Sequential([keras.Input((5,)), keras.layers.ReLU(max_value=6.0)])
-    x = RNG.normal(0, 5, (3, 5)).astype("float32")
+    x = tf.constant(RNG.normal(0, 5, (3, 5)).astype("float32"))
     assert_close(*stock_and_patched(alone, x))
-    assert fused_op_types(alone, x) == {"TfOps>Relu6", "TfOps>Relu6Grad"}
+    assert fused_op_types(alone, x) == {"TfOps>Relu6"}  # no weights: no gradient op
+
+    @tf.function
+    def input_gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = alone(x)
+        return tape.gradient(y, x)
+
+    with tf_ops.patch_keras():
+        traced = input_gradient.get_concrete_function(x)
+        ops = {op.type for op in traced.graph.get_operations() if op.type.startswith("TfOps>")}
+        dx = traced(x)
+    assert ops == {"TfOps>Relu6", "TfOps>Relu6Grad"}, ops
+    np.testing.assert_array_equal(dx, tf.cast((x > 0) & (x < 6), tf.float32))
 
 
 def _bn_activation_attrs(model, data) -> set[str]:
