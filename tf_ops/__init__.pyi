@@ -70,14 +70,18 @@ __all__ = [
     'bias_gated_hard_swish_grad',
     'bias_gated_leaky_relu_grad',
     'bias_gated_mish_grad',
+    'bias_gated_relu6_grad',
     'bias_gated_sigmoid_grad',
     'bias_gated_swish_grad',
+    'bias_gated_tanh_grad',
     'bias_gelu_grad',
     'bias_hard_swish_grad',
     'bias_leaky_relu_grad',
     'bias_mish_grad',
+    'bias_relu6_grad',
     'bias_sigmoid_grad',
     'bias_swish_grad',
+    'bias_tanh_grad',
     'build_info',
     'celu',
     'celu_grad',
@@ -92,8 +96,10 @@ __all__ = [
     'gated_hard_swish_grad',
     'gated_leaky_relu_grad',
     'gated_mish_grad',
+    'gated_relu6_grad',
     'gated_sigmoid_grad',
     'gated_swish_grad',
+    'gated_tanh_grad',
     'geglu',
     'gelu',
     'gelu_grad',
@@ -126,6 +132,9 @@ __all__ = [
     'patch_summary',
     'portable',
     'reglu',
+    'relu6',
+    'relu6_grad',
+    'relu6_grad_grad',
     'rms_norm',
     'rms_norm_grad',
     'rotary_embedding',
@@ -140,6 +149,9 @@ __all__ = [
     'swish',
     'swish_grad',
     'swish_grad_grad',
+    'tanh',
+    'tanh_grad',
+    'tanh_grad_grad',
 ]
 __version__: str
 
@@ -176,12 +188,20 @@ def bias_gated_mish_grad(gradients, features, bias, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'mish', bias=bias)`` (the op ``TfOps>BiasGatedMishGrad``), in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Mish and [a, b] the halves of the last axis of (features + bias), and bias_backprops = its sum over every axis but the last (accumulated as the Bias ops'), in one pass."""
 
 
+def bias_gated_relu6_grad(gradients, features, bias, name=None, **attrs: Any):
+    """Gradient of ``tf_ops.gated(features, 'relu6', bias=bias)`` (the op ``TfOps>BiasGatedRelu6Grad``), in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Relu6 and [a, b] the halves of the last axis of (features + bias), and bias_backprops = its sum over every axis but the last (accumulated as the Bias ops'), in one pass."""
+
+
 def bias_gated_sigmoid_grad(gradients, features, bias, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'sigmoid', bias=bias)`` (the op ``TfOps>BiasGatedSigmoidGrad``), in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Sigmoid and [a, b] the halves of the last axis of (features + bias), and bias_backprops = its sum over every axis but the last (accumulated as the Bias ops'), in one pass."""
 
 
 def bias_gated_swish_grad(gradients, features, bias, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'swish', bias=bias)`` (the op ``TfOps>BiasGatedSwishGrad``), in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Swish and [a, b] the halves of the last axis of (features + bias), and bias_backprops = its sum over every axis but the last (accumulated as the Bias ops'), in one pass."""
+
+
+def bias_gated_tanh_grad(gradients, features, bias, name=None, **attrs: Any):
+    """Gradient of ``tf_ops.gated(features, 'tanh', bias=bias)`` (the op ``TfOps>BiasGatedTanhGrad``), in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Tanh and [a, b] the halves of the last axis of (features + bias), and bias_backprops = its sum over every axis but the last (accumulated as the Bias ops'), in one pass."""
 
 
 def bias_gelu_grad(gradients, features, bias, data_format='NHWC', name=None, **attrs: Any):
@@ -200,12 +220,20 @@ def bias_mish_grad(gradients, features, bias, data_format='NHWC', name=None, **a
     """Gradient of ``tf_ops.mish(features, bias=bias)`` (the op ``TfOps>BiasMishGrad``), in one pass: backprops = gradients * f'(features + bias) for f = TfOps>Mish, and bias_backprops = its sum over every axis but the channel axis (accumulated in float32 for half and bfloat16, float64 otherwise; bit-identical for any thread count), in one pass."""
 
 
+def bias_relu6_grad(gradients, features, bias, data_format='NHWC', name=None, **attrs: Any):
+    """Gradient of ``tf_ops.relu6(features, bias=bias)`` (the op ``TfOps>BiasRelu6Grad``), in one pass: backprops = gradients * f'(features + bias) for f = TfOps>Relu6, and bias_backprops = its sum over every axis but the channel axis (accumulated in float32 for half and bfloat16, float64 otherwise; bit-identical for any thread count), in one pass."""
+
+
 def bias_sigmoid_grad(gradients, features, bias, data_format='NHWC', name=None, **attrs: Any):
     """Gradient of ``tf_ops.sigmoid(features, bias=bias)`` (the op ``TfOps>BiasSigmoidGrad``), in one pass: backprops = gradients * f'(features + bias) for f = TfOps>Sigmoid, and bias_backprops = its sum over every axis but the channel axis (accumulated in float32 for half and bfloat16, float64 otherwise; bit-identical for any thread count), in one pass."""
 
 
 def bias_swish_grad(gradients, features, bias, data_format='NHWC', name=None, **attrs: Any):
     """Gradient of ``tf_ops.swish(features, bias=bias)`` (the op ``TfOps>BiasSwishGrad``), in one pass: backprops = gradients * f'(features + bias) for f = TfOps>Swish, and bias_backprops = its sum over every axis but the channel axis (accumulated in float32 for half and bfloat16, float64 otherwise; bit-identical for any thread count), in one pass."""
+
+
+def bias_tanh_grad(gradients, features, bias, data_format='NHWC', name=None, **attrs: Any):
+    """Gradient of ``tf_ops.tanh(features, bias=bias)`` (the op ``TfOps>BiasTanhGrad``), in one pass: backprops = gradients * f'(features + bias) for f = TfOps>Tanh, and bias_backprops = its sum over every axis but the channel axis (accumulated in float32 for half and bfloat16, float64 otherwise; bit-identical for any thread count), in one pass."""
 
 
 def celu(features: TensorLike, alpha: float = 1.0, name: str | None = None, *, bias: TensorLike | None = None, data_format: str = 'NHWC') -> tf.Tensor:
@@ -256,12 +284,20 @@ def gated_mish_grad(gradients, features, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'mish')`` (the op ``TfOps>GatedMishGrad``), for both halves in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Mish and [a, b] the halves of the last axis of the features, in one pass."""
 
 
+def gated_relu6_grad(gradients, features, name=None, **attrs: Any):
+    """Gradient of ``tf_ops.gated(features, 'relu6')`` (the op ``TfOps>GatedRelu6Grad``), for both halves in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Relu6 and [a, b] the halves of the last axis of the features, in one pass."""
+
+
 def gated_sigmoid_grad(gradients, features, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'sigmoid')`` (the op ``TfOps>GatedSigmoidGrad``), for both halves in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Sigmoid and [a, b] the halves of the last axis of the features, in one pass."""
 
 
 def gated_swish_grad(gradients, features, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'swish')`` (the op ``TfOps>GatedSwishGrad``), for both halves in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Swish and [a, b] the halves of the last axis of the features, in one pass."""
+
+
+def gated_tanh_grad(gradients, features, name=None, **attrs: Any):
+    """Gradient of ``tf_ops.gated(features, 'tanh')`` (the op ``TfOps>GatedTanhGrad``), for both halves in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Tanh and [a, b] the halves of the last axis of the features, in one pass."""
 
 
 def geglu(features: TensorLike, bias: TensorLike | None = None, name: str | None = None, **attrs: Any) -> tf.Tensor:
@@ -324,6 +360,18 @@ def reglu(features: TensorLike, bias: TensorLike | None = None, name: str | None
     """ReGLU (Shazeer 2020): ``leaky_relu(a) * b`` for ``[a, b]`` the halves of the last axis; ``tf_ops.gated(features, 'leaky_relu', alpha=0.0)``."""
 
 
+def relu6(features: TensorLike, name: str | None = None, *, bias: TensorLike | None = None, data_format: str = 'NHWC') -> tf.Tensor:
+    """ReLU6: ``activations = min(max(features, 0), 6), as tf.nn.relu6.``"""
+
+
+def relu6_grad(gradients: TensorLike, features: TensorLike, name: str | None = None) -> tf.Tensor:
+    """Gradient of `relu6` (the op ``TfOps>Relu6Grad``): ``backprops = gradients where 0 < features < 6, else 0 (as TensorFlow's Relu6Grad).``"""
+
+
+def relu6_grad_grad(upstream: TensorLike, gradients: TensorLike, features: TensorLike, name: str | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """Gradient of `relu6_grad` (the op ``TfOps>Relu6GradGrad``), in one pass."""
+
+
 def sigmoid(features: TensorLike, name: str | None = None, *, bias: TensorLike | None = None, data_format: str = 'NHWC') -> tf.Tensor:
     """Sigmoid: ``activations = 1 / (1 + exp(-features)), as tf.sigmoid.``"""
 
@@ -350,3 +398,15 @@ def swish_grad(gradients: TensorLike, features: TensorLike, beta: float = 1.0, n
 
 def swish_grad_grad(upstream: TensorLike, gradients: TensorLike, features: TensorLike, beta: float = 1.0, name: str | None = None) -> tuple[tf.Tensor, tf.Tensor]:
     """Gradient of `swish_grad` (the op ``TfOps>SwishGradGrad``), in one pass."""
+
+
+def tanh(features: TensorLike, name: str | None = None, *, bias: TensorLike | None = None, data_format: str = 'NHWC') -> tf.Tensor:
+    """Tanh: ``activations = tanh(features), as tf.tanh.``"""
+
+
+def tanh_grad(gradients: TensorLike, features: TensorLike, name: str | None = None) -> tf.Tensor:
+    """Gradient of `tanh` (the op ``TfOps>TanhGrad``): ``backprops = gradients * (1 - tanh(features)^2) (from the features, unlike TensorFlow's TanhGrad, which takes the outputs).``"""
+
+
+def tanh_grad_grad(upstream: TensorLike, gradients: TensorLike, features: TensorLike, name: str | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """Gradient of `tanh_grad` (the op ``TfOps>TanhGradGrad``), in one pass."""

@@ -35,10 +35,12 @@ __all__ = [
     'LeakyReLU',
     'Mish',
     'RMSNormalization',
+    'ReLU6',
     'RotaryEmbedding',
     'Sigmoid',
     'Softmax',
     'Swish',
+    'Tanh',
 ]
 
 
@@ -72,6 +74,11 @@ class Mish(FusedActivation):
     def __init__(self, **kwargs: Any): ...
 
 
+class ReLU6(FusedActivation):
+    """ReLU6 layer: `tf_ops.relu6` as a Keras layer."""
+    def __init__(self, **kwargs: Any): ...
+
+
 class Sigmoid(FusedActivation):
     """Sigmoid layer: `tf_ops.sigmoid` as a Keras layer."""
     def __init__(self, **kwargs: Any): ...
@@ -80,3 +87,8 @@ class Sigmoid(FusedActivation):
 class Swish(FusedActivation):
     """Swish layer: `tf_ops.swish` as a Keras layer."""
     def __init__(self, beta=1.0, **kwargs: Any): ...
+
+
+class Tanh(FusedActivation):
+    """Tanh layer: `tf_ops.tanh` as a Keras layer."""
+    def __init__(self, **kwargs: Any): ...

@@ -97,7 +97,7 @@ def test_gated_dense_matches_the_composite():
     np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
     assert layer.get_config()["units"] == 3 and kernel.shape == (4, 6)
     with pytest.raises(ValueError, match="activation must be one of"):
-        L.GatedDense(3, activation="tanh")
+        L.GatedDense(3, activation="selu")
 
 
 def test_save_and_load_keras_file(tmp_path):

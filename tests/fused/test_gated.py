@@ -365,7 +365,7 @@ def test_bias_bad_shapes(spec):
 
 def test_unknown_activation_and_attribute():
     with pytest.raises(ValueError, match="activation must be one of"):
-        tf_ops.gated(tf.zeros([2]), "tanh")
+        tf_ops.gated(tf.zeros([2]), "selu")
     with pytest.raises(TypeError, match="unexpected attribute"):
         tf_ops.gated(tf.zeros([2]), "swish", alpha=1.0)
 
