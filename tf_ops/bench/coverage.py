@@ -44,9 +44,8 @@ NOTES = {
                         "alone; on two other inputs as close as stock's (8.2e-6 / 7.6e-6, "
                         "7.1e-6 / 8.1e-6): an input at an activation's kink, likely; open",
     "MobileNetV2": "the patched gradients are 30x further from float64 than stock's "
-                   "(1.4e-3, stock 4.7e-5; outputs as close); its ReLU(max_value=6) layers "
-                   "are Keras's, its batch norms tf_ops's: a batch norm output within "
-                   "rounding of a ReLU6 kink, likely; open",
+                   "(1.4e-3, stock 4.7e-5; outputs as close), the same with its ReLU6s "
+                   "Keras's or fused into tf_ops's batch norms: not the ReLU6; open",
     "InceptionResNetV2": "at 75x75 its float32 run is itself 5% off float64 (gradients; "
                          "batch norms over 1x1 positions); the patched one 15%, 3.0x: open",
     "Gemma3nBackbone CausalLM": "yes, to stock float32 (its rounding): keras-hub's "
