@@ -295,7 +295,9 @@ void Check(const Store& k, const ActivationChoice& act, const Op& op,
   // operations (and the activation's own error) before it.
   const double cu = k.wide() ? 0x1p-53 : 0x1p-24;
   const double tol_y = 2 * k.eps + 256 * cu, tol_dx = 2 * k.eps + 1024 * cu;
-  const double tol_stat = 64 * cu, tol_sum = 256 * cu;
+  // The statistics sum up to 36,000 elements a group in fixed tiles: double's
+  // error grows with that length (8.4e-15 relative seen at 9000 x 8 / 2).
+  const double tol_stat = 256 * cu, tol_sum = 256 * cu;
   const double sy = std::max(1.0, MaxAbs(r.y));
   const double sdx = std::max(1.0, MaxAbs(r.dx));
   for (int64_t j = 0; j < elems; ++j) {
