@@ -121,6 +121,26 @@ def test_values_against_float64_reference(dtype):
             np.testing.assert_array_equal(dx2, dx, err_msg=what + " input grad")
 
 
+def test_every_keras_activation_function_resolves_as_its_name():
+    """A keras.activations function resolves as its name does, for every name the
+    resolver accepts: the function list is derived from the activation table, so a
+    new table row (or Keras alias) is accepted as a function with no second list."""
+    from tf_ops.python.activation import resolver
+    import keras
+    names = [n for n in dir(keras.activations) if callable(getattr(keras.activations, n))]
+    accepted = []
+    for name in names:
+        try:
+            by_name = resolver.resolve(name)
+        except ValueError:
+            continue
+        accepted.append(name)
+        assert resolver.resolve(getattr(keras.activations, name)) == by_name, name
+    # Every table row (and the identity, and Keras's names for rows) is among them.
+    assert {e.function for e in resolver.ACTIVATIONS} <= set(accepted)
+    assert {"relu", "silu", "hard_silu", "linear"} <= set(accepted)
+
+
 def test_activation_spellings():
     x = tf.constant(np.random.default_rng(1).standard_normal((8, 3)), tf.float32)
     relu = tf_ops.batch_norm(x, activation="relu")[0]

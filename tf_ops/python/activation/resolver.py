@@ -68,10 +68,11 @@ class ActivationSpec:
 
 
 def _keras_function_name(fn: Callable) -> str | None:
-    for name in ("relu", "silu", "swish", "hard_silu", "hard_swish", "gelu", "elu", "celu",
-                 "mish", "sigmoid", "leaky_relu", "linear", "relu6", "tanh"):
+    """The name `fn` has in ``keras.activations``, among the names this module
+    resolves (the table's functions, Keras's names for them, the identity's)."""
+    for name in (*_BY_FUNCTION, *_KERAS_NAMES, *_IDENTITY_NAMES):
         if getattr(keras.activations, name, None) is fn:
-            return {"swish": "silu", "hard_swish": "hard_silu"}.get(name, name)
+            return name
     return None
 
 
