@@ -222,27 +222,59 @@ std::unique_ptr<C[]> Buffer(int64_t n) {
   return std::unique_ptr<C[]>(new C[std::max<int64_t>(n, 1)]);
 }
 
+// The row stride of a transposed panel ([D, S]: K^T, V^T) of n-element rows:
+// whole cache lines, an odd number of them. The products read a tile's B
+// rows down such a panel; at a stride of a multiple of 2 KiB (S a multiple of
+// 512 floats) they all fall in one or two of L1's 64 sets and evict each
+// other, and so did the packing's stores.
+template <typename E>
+int64_t PanelStride(int64_t n) {
+  constexpr int64_t kLine = 64 / sizeof(E);
+  const int64_t lines = (n + kLine - 1) / kLine;
+  return (lines | 1) * kLine;
+}
+
+// out[c * ldo + r] = load(in(r)[c]) for r < rows, c < cols, in 16 x 16
+// blocks: each block's stores fill 16 whole cache lines, where a row at a
+// time stores one element to each of `cols` lines.
+template <typename Out, typename RowFn, typename Load>
+void TransposeRows(const RowFn& in, int64_t rows, int64_t cols, Out* out,
+                   int64_t ldo, const Load& load) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const int64_t r1 = std::min(rows, r0 + kBlock);
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t c1 = std::min(cols, c0 + kBlock);
+      for (int64_t r = r0; r < r1; ++r) {
+        const auto* row = in(r);
+        for (int64_t c = c0; c < c1; ++c) out[c * ldo + r] = load(row[c]);
+      }
+    }
+  }
+}
+
 // One key/value head's float panels, the products' operands: K^T [D, S],
-// K [S, D], V [S, Dv], V^T [Dv, S] (those a pass reads) and V's mean.
+// K [S, D], V [S, Dv], V^T [Dv, S] (those a pass reads) and V's mean. The
+// transposed ones' rows are `ld` apart (PanelStride).
 template <typename C>
 struct Panels {
-  int64_t S, D, Dv;
+  int64_t S, D, Dv, ld;
   bool with_k, with_v, with_vt;
   int64_t head = -1;  // the key/value head (b * K + kh) packed; -1: none yet
   std::unique_ptr<C[]> base;
 
   Panels(const AttentionParams& p, bool k, bool v, bool vt)
-      : S(p.kv_len), D(p.head_dim), Dv(p.value_dim), with_k(k), with_v(v),
-        with_vt(vt), base(new C[Stride()]) {}
+      : S(p.kv_len), D(p.head_dim), Dv(p.value_dim), ld(PanelStride<C>(S)),
+        with_k(k), with_v(v), with_vt(vt), base(new C[Stride()]) {}
   int64_t Stride() const {
-    return S * D + (with_k ? S * D : 0) + (with_v ? S * Dv : 0) +
-           (with_vt ? S * Dv : 0) + Dv;
+    return ld * D + (with_k ? S * D : 0) + (with_v ? S * Dv : 0) +
+           (with_vt ? ld * Dv : 0) + Dv;
   }
   C* KT() const { return base.get(); }
-  C* K() const { return KT() + S * D; }
+  C* K() const { return KT() + ld * D; }
   C* V() const { return K() + (with_k ? S * D : 0); }
   C* VT() const { return V() + (with_v ? S * Dv : 0); }
-  C* VMean() const { return VT() + (with_vt ? S * Dv : 0); }
+  C* VMean() const { return VT() + (with_vt ? ld * Dv : 0); }
 };
 
 // A product C (+)= A B as Gemm<C, kBytes>::Run, compiled once per instruction
@@ -274,11 +306,16 @@ struct Engine {
     panels.head = unit;
     const int64_t b = unit / p.kv_heads, kh = unit % p.kv_heads;
     const int64_t S = p.kv_len, D = p.head_dim, Dv = p.value_dim;
-    C* kt = panels.KT();
+    const auto krow = [&](int64_t s) { return k + p.KOffset(b, s, kh); };
+    const auto vrow = [&](int64_t s) { return v + p.VOffset(b, s, kh); };
+    const auto load = [](Stored x) { return St::Load(x); };
+    TransposeRows(krow, S, D, panels.KT(), panels.ld, load);
+    if (panels.with_vt) {
+      TransposeRows(vrow, S, Dv, panels.VT(), panels.ld, load);
+    }
     for (int64_t s = 0; s < S; ++s) {
-      const Stored* row = k + p.KOffset(b, s, kh);
-      for (int64_t d = 0; d < D; ++d) kt[d * S + s] = St::Load(row[d]);
       if (panels.with_k) {
+        const Stored* row = krow(s);
         C* out = panels.K() + s * D;
         for (int64_t d = 0; d < D; ++d) out[d] = St::Load(row[d]);
       }
@@ -286,14 +323,10 @@ struct Engine {
     C* mean = panels.VMean();
     for (int64_t d = 0; d < Dv; ++d) mean[d] = 0;
     for (int64_t s = 0; s < S; ++s) {
-      const Stored* row = v + p.VOffset(b, s, kh);
+      const Stored* row = vrow(s);
       if (panels.with_v) {
         C* out = panels.V() + s * Dv;
         for (int64_t d = 0; d < Dv; ++d) out[d] = St::Load(row[d]);
-      }
-      if (panels.with_vt) {
-        C* vt = panels.VT();
-        for (int64_t d = 0; d < Dv; ++d) vt[d * S + s] = St::Load(row[d]);
       }
       for (int64_t d = 0; d < Dv; ++d) mean[d] += St::Load(row[d]);
     }
@@ -468,7 +501,7 @@ struct Engine {
         const int64_t cols = std::min(kKeyBlock, hi - s0);
         const TileWork w = Classify(b, n, t0, t1, s0, s0 + cols);
         if (w.skip) continue;  // every key masked: weights 0
-        gemm(rows, cols, D, qs.get(), D, 1, kt + s0, p.kv_len, s.get(),
+        gemm(rows, cols, D, qs.get(), D, 1, kt + s0, panels.ld, s.get(),
                kKeyBlock, false);
         if (w.finish) {
           Finish(w, s.get(), nullptr, b, n, t0, rows, s0, cols, kept_any);
@@ -576,8 +609,8 @@ struct Engine {
           const int64_t rows = std::min(kQueryBlock, hi - t0);
           const TileWork w = Classify(b, n, t0, t0 + rows, s0, s0 + cols);
           if (w.skip) continue;  // weights 0: nothing reaches any gradient
-          gemm(rows, cols, D, qs.get() + t0 * D, D, 1, kt + s0, S, s.get(),
-                 kKeyBlock, false);
+          gemm(rows, cols, D, qs.get() + t0 * D, D, 1, kt + s0, panels.ld,
+                 s.get(), kKeyBlock, false);
           if (w.finish) {
             Finish(w, s.get(), g.get(), b, n, t0, rows, s0, cols, kept_any);
           }
@@ -596,8 +629,8 @@ struct Engine {
           gemm(cols, Dv, rows, s.get(), 1, kKeyBlock, dos.get() + t0 * Dv, Dv,
                  dvb.get(), Dv, true);
           // dP = dO V^T; dS = P (dP - delta) (times the cap's derivative)
-          gemm(rows, cols, Dv, dos.get() + t0 * Dv, Dv, 1, vt + s0, S,
-                 dp.get(), kKeyBlock, false);
+          gemm(rows, cols, Dv, dos.get() + t0 * Dv, Dv, 1, vt + s0,
+                 panels.ld, dp.get(), kKeyBlock, false);
           for (int64_t r = 0; r < rows; ++r) {
             C* row = s.get() + r * kKeyBlock;
             const C* dprow = dp.get() + r * kKeyBlock;
@@ -1004,20 +1037,22 @@ TF_OPS_BF16 inline void TransposeDwords(const RowFn& in, int64_t rows,
 // One key/value head's operands: K^T as pairs along the head dimension
 // [D/2][S] (Q K^T), K as pairs along keys [S/2][D] (dS K), V as pairs along
 // keys [S/2][Dv] (P V), V^T as pairs along the value dimension [Dv/2][S]
-// (dO V^T); those a pass reads, and V's mean (float).
+// (dO V^T); those a pass reads, and V's mean (float). K^T's and V^T's rows
+// are `ld` pairs apart (PanelStride).
 struct PairPanels {
-  int64_t S, D, Dv;
+  int64_t S, D, Dv, ld;
   bool with_k, with_v, with_vt;
   int64_t head = -1;
   std::unique_ptr<Pair[]> kt, k, v, vt;
   std::unique_ptr<float[]> mean;
 
   PairPanels(const AttentionParams& p, bool wk, bool wv, bool wvt)
-      : S(p.kv_len), D(p.head_dim), Dv(p.value_dim), with_k(wk), with_v(wv),
-        with_vt(wvt), kt(Buffer<Pair>(Even(D) / 2 * S)),
+      : S(p.kv_len), D(p.head_dim), Dv(p.value_dim),
+        ld(PanelStride<Pair>(p.kv_len)), with_k(wk), with_v(wv),
+        with_vt(wvt), kt(Buffer<Pair>(Even(D) / 2 * ld)),
         k(Buffer<Pair>(wk ? Even(S) / 2 * D : 0)),
         v(Buffer<Pair>(wv ? Even(S) / 2 * Dv : 0)),
-        vt(Buffer<Pair>(wvt ? Even(Dv) / 2 * S : 0)),
+        vt(Buffer<Pair>(wvt ? Even(Dv) / 2 * ld : 0)),
         mean(Buffer<float>(Dv)) {}
 };
 
@@ -1040,10 +1075,10 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
     const int64_t S = p.kv_len, D = p.head_dim, Dv = p.value_dim;
     const auto krow = [&](int64_t s) { return k + p.KOffset(b, s, kh); };
     const auto vrow = [&](int64_t s) { return v + p.VOffset(b, s, kh); };
-    PackAlongDim(krow, S, D, panels.kt.get());
+    PackAlongDim(krow, S, D, panels.kt.get(), panels.ld);
     if (panels.with_k) PackAlongKeys(krow, S, D, panels.k.get());
     if (panels.with_v) PackAlongKeys(vrow, S, Dv, panels.v.get());
-    if (panels.with_vt) PackAlongDim(vrow, S, Dv, panels.vt.get());
+    if (panels.with_vt) PackAlongDim(vrow, S, Dv, panels.vt.get(), panels.ld);
     if (!panels.with_v) return;  // the mean: the forward's dead rows only
     float* mean = panels.mean.get();
     for (int64_t d = 0; d < Dv; ++d) mean[d] = 0;
@@ -1054,15 +1089,15 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
     for (int64_t d = 0; d < Dv; ++d) mean[d] = S > 0 ? mean[d] / S : 0.0f;
   }
 
-  // out[j * S + s] = {row(s)[2j], row(s)[2j + 1]} (0 past `dim`): pairs along
-  // the rows, [dim / 2][S]. An even dim makes each pair a 4-byte element of
-  // the row: a transpose; an odd one is packed 16 keys at a time (each store
-  // part of one cache line).
+  // out[j * ld + s] = {row(s)[2j], row(s)[2j + 1]} (0 past `dim`): pairs
+  // along the rows, [dim / 2][S], rows `ld` apart. An even dim makes each
+  // pair a 4-byte element of the row: a transpose; an odd one is packed 16
+  // keys at a time (each store part of one cache line).
   template <typename RowFn>
   TF_OPS_BF16 static void PackAlongDim(const RowFn& row, int64_t S,
-                                       int64_t dim, Pair* out) {
+                                       int64_t dim, Pair* out, int64_t ld) {
     if (dim % 2 == 0) {  // the rows' pairs are 4-byte elements: a transpose
-      TransposeDwords(row, S, dim / 2, out, S);
+      TransposeDwords(row, S, dim / 2, out, ld);
       return;
     }
     const Bf* rows[16];
@@ -1070,7 +1105,7 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
       const int64_t n = std::min<int64_t>(16, S - s0);
       for (int64_t i = 0; i < n; ++i) rows[i] = row(s0 + i);
       for (int64_t d = 0; d < dim; d += 2) {
-        Pair* o = out + d / 2 * S + s0;
+        Pair* o = out + d / 2 * ld + s0;
         if (d + 1 < dim) {
           for (int64_t i = 0; i < n; ++i) std::memcpy(o + i, rows[i] + d, 4);
         } else {
@@ -1178,7 +1213,7 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
         const TileWork w = Classify(b, n, t0, t1, s0, s0 + cols);
         if (w.skip) continue;  // every key masked: weights 0
         gemm16(rows, cols, Dp / 2, qs.get(), Dp, panels.kt.get() + s0,
-               p.kv_len, s.get(), kKeyBlock, false);
+               panels.ld, s.get(), kKeyBlock, false);
         if (w.finish) {  // else the scale is applied with the row max
           Scale(s.get(), rows, cols, scale);
           Finish(w, s.get(), nullptr, b, n, t0, rows, s0, cols, kept_any);
@@ -1307,7 +1342,7 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
           const TileWork w = Classify(b, n, t0, t0 + rows, s0, s0 + cols);
           if (w.skip) continue;  // weights 0: nothing reaches any gradient
           gemm16(rows, cols, Dp / 2, q16.get() + t0 * Dp, Dp,
-                 panels.kt.get() + s0, S, s.get(), kKeyBlock, false);
+                 panels.kt.get() + s0, panels.ld, s.get(), kKeyBlock, false);
           float exp_scale = scale;  // the logits' scale, unless applied here
           if (w.finish) {
             Scale(s.get(), rows, cols, scale);
@@ -1338,7 +1373,8 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
                  kKeyBlock, dvt.get(), kKeyBlock, true);
           // dP = dO V^T; dS = P (dP - delta) (times the cap's derivative)
           gemm16(rows, cols, Dvp / 2, do16.get() + t0 * Dvp, Dvp,
-                 panels.vt.get() + s0, S, dp.get(), kKeyBlock, false);
+                 panels.vt.get() + s0, panels.ld, dp.get(), kKeyBlock,
+                 false);
           for (int64_t r = 0; r < rows; ++r) {
             float* row = s.get() + r * kKeyBlock;
             const float* dprow = dp.get() + r * kKeyBlock;
