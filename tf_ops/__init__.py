@@ -22,7 +22,7 @@ Example:
 
 from tf_ops import layers  # Keras layers; registers the activations with Keras
 from tf_ops.python.core import family as _family
-from tf_ops.python.core.cpu_info import active_cpu_isa
+from tf_ops.python.core.cpu_info import active_cpu_extensions, active_cpu_isa
 from tf_ops.python.core.gpu import GpuFallbackWarning, GpuStatus
 from tf_ops.python.core.library import BuildInfo, build_info, gpu_status, library_path, load_library
 from tf_ops.python.core.portable import is_portable, portable
@@ -39,6 +39,7 @@ __all__ = sorted(
         "BuildInfo",
         "GpuFallbackWarning",
         "GpuStatus",
+        "active_cpu_extensions",
         "active_cpu_isa",
         "build_info",
         "gpu_status",

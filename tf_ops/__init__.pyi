@@ -16,6 +16,7 @@ from tf_ops.python.core.library import BuildInfo as BuildInfo
 from tf_ops.python.core.gpu import GpuFallbackWarning as GpuFallbackWarning
 from tf_ops.python.core.gpu import GpuStatus as GpuStatus
 from tf_ops.python.softmax.causal_lm import LinearCrossEntropyCausalLM as LinearCrossEntropyCausalLM
+from tf_ops.python.core.cpu_info import active_cpu_extensions as active_cpu_extensions
 from tf_ops.python.core.cpu_info import active_cpu_isa as active_cpu_isa
 from tf_ops.python.attention.functions import attention as attention
 from tf_ops.python.batch_norm.functions import batch_norm as batch_norm
@@ -55,6 +56,7 @@ __all__ = [
     'GpuFallbackWarning',
     'GpuStatus',
     'LinearCrossEntropyCausalLM',
+    'active_cpu_extensions',
     'active_cpu_isa',
     'attention',
     'batch_norm',

@@ -31,6 +31,21 @@ def test_native_is_the_widest_supported():
             assert tf_ops.active_cpu_isa() == "avx512"
 
 
+def test_extensions_follow_the_cap():
+    """active_cpu_extensions() names the bfloat16 products where the CPU has them and
+    nothing caps them, and is empty under TF_OPS_CPU_ISA=avx512 (a fresh process)."""
+    with open("/proc/cpuinfo") as f:
+        flags = f.read()
+    has_bf16 = " avx512_bf16 " in flags and tf_ops.active_cpu_isa() == "avx512"
+    if "TF_OPS_CPU_ISA" not in os.environ:
+        assert tf_ops.active_cpu_extensions() == (("avx512_bf16",) if has_bf16 else ())
+    capped = subprocess.run(
+        [sys.executable, "-c", "import tf_ops; print(tf_ops.active_cpu_extensions())"],
+        env=_env("avx512"), capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert capped == "()"
+
+
 @pytest.mark.heavy  # a pytest run per instruction set
 @pytest.mark.parametrize("isa", [i for i in ISAS if i != "avx512"])
 def test_values_with_narrower_instruction_set(isa):

@@ -81,7 +81,7 @@ def test_the_package_exports_what_the_manifests_list():
             assert getattr(tf_ops.layers, name) is cls, name
             assert name in tf_ops.layers.__all__, name
     # And nothing else: the rest of __all__ is the package's own (loading, portable, patch).
-    own = {"BuildInfo", "GpuFallbackWarning", "GpuStatus", "active_cpu_isa", "build_info",
+    own = {"BuildInfo", "GpuFallbackWarning", "GpuStatus", "active_cpu_extensions", "active_cpu_isa", "build_info",
            "gpu_status", "is_portable", "layers", "library_path", "load_library",
            "patch_keras", "patch_summary", "portable"}
     assert set(tf_ops.__all__) == set(exported) | own

@@ -54,6 +54,7 @@ def _machine(args: argparse.Namespace) -> dict:
         "allocator": args.allocator,
         "tf_cpu_allocator_use_bfc": os.environ.get(_BFC),
         "cpu_isa": tf_ops.active_cpu_isa(),
+        "cpu_extensions": list(tf_ops.active_cpu_extensions()),
         "python": platform.python_version(),
     }
 
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     machine = _machine(args)
     print(f"# tf_ops.bench on {machine['cpu']} ({machine['cores']} cores), "
           f"TF {machine['tensorflow']}, {args.allocator} allocator, "
-          f"CPU kernels {machine['cpu_isa']}", file=sys.stderr)
+          f"CPU kernels {'+'.join([machine['cpu_isa'], *machine['cpu_extensions']])}",
+          file=sys.stderr)
     rows = list(run(config, progress=lambda line: print(line, file=sys.stderr, flush=True)))
     print(report.markdown(rows))
     if args.json:

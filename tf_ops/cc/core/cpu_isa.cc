@@ -117,9 +117,16 @@ const char* CpuIsaName(CpuIsa isa) {
 
 }  // namespace tf_ops
 
-// For Python (tf_ops.active_cpu_isa, through ctypes): the one symbol the
-// library exports besides what TensorFlow looks up.
+// For Python (tf_ops.active_cpu_isa, through ctypes): with the next, the
+// symbols the library exports besides what TensorFlow looks up.
 extern "C" __attribute__((visibility("default"))) const char*
 TfOpsActiveCpuIsa() {
   return tf_ops::CpuIsaName(tf_ops::ActiveCpuIsa());
+}
+
+// For Python (tf_ops.active_cpu_extensions): the extensions an engine uses on
+// top of the active set, comma-separated ("" for none).
+extern "C" __attribute__((visibility("default"))) const char*
+TfOpsActiveCpuExtensions() {
+  return tf_ops::ActiveAvx512Bf16() ? "avx512_bf16" : "";
 }

@@ -5,7 +5,8 @@ and AVX-512, and the widest this CPU supports runs. ``TF_OPS_CPU_ISA=baseline``,
 ``avx2`` or ``avx512`` in the environment before the library loads caps the
 choice (for tests and benchmarks). On top of AVX-512, a CPU with AVX512-BF16 runs the
 attention engine's bfloat16 products with its dot products; ``avx512`` turns them off
-(``avx512_bf16`` names that widest choice; it reports as 'avx512').
+(``avx512_bf16`` names that widest choice; ``active_cpu_isa`` reports it as 'avx512', and
+``active_cpu_extensions`` says whether the bfloat16 products are on).
 """
 
 from __future__ import annotations
@@ -26,3 +27,18 @@ def active_cpu_isa() -> str:
     fn = ctypes.CDLL(library_path()).TfOpsActiveCpuIsa
     fn.restype = ctypes.c_char_p
     return fn().decode()
+
+
+def active_cpu_extensions() -> tuple[str, ...]:
+    """The instruction-set extensions the engines use on top of ``active_cpu_isa()``:
+    ``('avx512_bf16',)`` where the attention engine's bfloat16 products run (a CPU with
+    AVX512-BF16, not capped by ``TF_OPS_CPU_ISA``), else ``()``.
+
+    Example:
+      >>> tf_ops.active_cpu_extensions()  # doctest: +SKIP
+      ('avx512_bf16',)
+    """
+    load_library()
+    fn = ctypes.CDLL(library_path()).TfOpsActiveCpuExtensions
+    fn.restype = ctypes.c_char_p
+    return tuple(name for name in fn().decode().split(",") if name)
