@@ -120,3 +120,31 @@ def test_discovery_finds_keras_hub_norms_only():
     assert all(t.startswith("keras_hub.") for t in found)
     explicit = keras_hub_norms.discover((f"{M}.t5.t5_layer_norm:T5LayerNorm.call",))
     assert f"{M}.t5.t5_layer_norm:T5LayerNorm.call" not in explicit
+
+
+def test_a_block_named_for_its_norm_is_not_a_norm():
+    """D-FINE's DFineConvNormLayer (convolution, batch norm, activation) is found by its
+    name, but holds layers and no weights of its own: its call runs unchanged, the
+    summary does not count it as a norm left, and its batch norm is reported (and
+    patched) on its own."""
+    import tf_ops
+    from keras_hub.src.models.d_fine.d_fine_layers import DFineConvNormLayer
+
+    block = DFineConvNormLayer(filters=8, kernel_size=3, batch_norm_eps=1e-5, stride=1,
+                               groups=1, padding=None, activation_function="relu",
+                               channel_axis=-1)
+    assert keras_hub_norms.is_container(block)
+    assert keras_hub_norms.reason_left(block) is None
+    inputs = keras.Input((8, 8, 4))
+    model = keras.Model(inputs, block(inputs))
+    x = tf.constant(np.random.default_rng(2).normal(size=(2, 8, 8, 4)), tf.float32)
+    want = np.asarray(model(x, training=False))
+    with tf_ops.patch_keras():
+        summary = tf_ops.patch_summary(model)
+        got = np.asarray(model(x, training=False))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    kinds = {r.kind for r in summary.fused} | {r.kind for r in summary.left}
+    assert "DFineConvNormLayer" not in kinds, kinds
+    assert "BatchNormalization" in {r.kind for r in summary.fused}
+    # A norm class with a weight of its own is planned as before.
+    assert not keras_hub_norms.is_container(keras.layers.LayerNormalization())

@@ -9,6 +9,10 @@ classes (a keras-hub layer whose name says norm and that defines ``call``); thei
 where `plan` has shown that the op computes what the class's own ``call`` computes,
 and the class's own ``call`` otherwise.
 
+A class whose instances hold Keras layers and no weights of their own is a block named
+for the norm inside it, not a norm (`is_container`): its call runs unchanged, and its
+layers are patched and reported on their own.
+
 `plan` decides by running the class: a twin of the layer (its arguments, float32)
 gets random weights, and its own ``call`` on random inputs, some of them small
 enough for epsilon to matter, is compared with each candidate (RMS or layer norm;
@@ -220,7 +224,7 @@ def make_call(original: Callable) -> Callable:
     """The fused ``call`` of a keras-hub norm class whose own ``call`` is `original`."""
 
     def call(self, *args, **kwargs):
-        if len(args) != 1 or kwargs or not floating(args[0]):
+        if len(args) != 1 or kwargs or not floating(args[0]) or is_container(self):
             return original(self, *args, **kwargs)
         x = args[0]
         shape = tf.TensorShape(x.shape)
@@ -245,10 +249,20 @@ def make_call(original: Callable) -> Callable:
     return call
 
 
+def is_container(layer) -> bool:
+    """Whether `layer` holds Keras layers and no weights of its own: a block named for
+    the norm inside it (D-FINE's ``DFineConvNormLayer``: convolution, batch norm,
+    activation), not a norm. Its layers are patched and reported on their own."""
+    own = getattr(layer, "_trainable_variables", []) + getattr(
+        layer, "_non_trainable_variables", [])
+    return not own and any(True for _ in layer._flatten_layers(include_self=False,
+                                                               recursive=False))
+
+
 def reason_left(layer) -> str | None:
     """Why `layer` (of a discovered class) runs its own call, or None."""
     original = getattr(type(layer).call, "__wrapped_original__", None)
-    if original is None:
+    if original is None or is_container(layer):
         return None
     found = plan(layer, original)
     return None if isinstance(found, Plan) else found

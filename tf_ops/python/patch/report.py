@@ -151,6 +151,8 @@ def _describe(layer, entries) -> tuple[str, str] | None:
                             or "the conv family is not selected")
         if target in (functional.CONV_CALL, functional.DEPTHWISE_CONV_CALL):
             return None  # a convolution with no batch norm to fold: Keras's own
+        if target == keras_hub_norms.TARGET and keras_hub_norms.is_container(layer):
+            return None  # a block of layers, each reported on its own
         why = _TARGET_REASONS[target](layer) if target in _TARGET_REASONS else None
         if why is not None:
             return "left", why
