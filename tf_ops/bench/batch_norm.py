@@ -5,7 +5,7 @@ EfficientNetB0's shapes with swish and a ResNet50 shape with ReLU (tf_ops: leaky
 with alpha=0), float32 and bfloat16 (mixed precision: the layers' compute dtype).
 
   python -m tf_ops.bench.batch_norm [--budget-s 4] [--dtypes float32 bfloat16]
-                                    [--cases b0_112 ...] [--models]
+                                    [--cases b0_112 ...] [--models] [--grid]
 
 Candidates, timed in the same interleaved rounds (timing.py): tf_ops in ``tf.function``,
 Keras in ``tf.function`` (its composite: moments, then batch_normalization, about ten
@@ -19,6 +19,9 @@ rounds as TensorFlow's own element-wise ``Neg`` of x (one read and one write of 
 size, on every core): training forward + backward reads x twice and writes y, then
 reads x and dy twice and writes dx (four such copies); predict reads x and writes y
 (one). ``floor`` is the copies' time over tf_ops's: 1.0 is memory speed.
+
+``--grid``: swish over a grid of channels (32 to 672) and spatial sizes (14 to 112) at
+batch 8, to see where the ratio falls off beyond the model shapes.
 
 ``--models``: a train step of EfficientNetB0 / MobileNetV3Small / ResNet50
 (weights=None) with every BatchNormalization (+ the Activation after it) replaced by the
@@ -42,8 +45,14 @@ CASES = {
     "b0_112": ((8, 112, 112, 32), "swish", "swish"),
     "b0_56": ((8, 56, 56, 144), "swish", "swish"),
     "b0_14": ((8, 14, 14, 672), "swish", "swish"),
+    "b0_28": ((8, 28, 28, 240), "swish", "swish"),  # EfficientNet's middle stages
     "r50_56": ((8, 56, 56, 256), "relu", "relu"),
 }
+# --grid: swish at batch 8 over these channels and spatial sizes, named c<C>_<HW>.
+GRID_CHANNELS = (32, 64, 144, 240, 672)
+GRID_SIZES = (14, 28, 56, 112)
+GRID = {f"c{c}_{hw}": ((8, hw, hw, c), "swish", "swish")
+        for c in GRID_CHANNELS for hw in GRID_SIZES}
 
 
 # The ops these cases time (tests/bench/test_bench.py: every forward op has a benchmark): the
@@ -88,7 +97,7 @@ def bench_layers(cases, dtypes, budget_s: float) -> list[dict]:
         policy = "float32" if dtype == "float32" else "mixed_bfloat16"
         tf_dtype = tf.float32 if dtype == "float32" else tf.bfloat16
         for name in cases:
-            shape, ours_act, keras_act = CASES[name]
+            shape, ours_act, keras_act = {**GRID, **CASES}[name]
             x = tf.cast(tf.random.normal(shape), tf_dtype)
             w = tf.cast(tf.random.normal(shape), tf_dtype)
             ours = [tf_ops.layers.BatchNormalization(activation=ours_act, dtype=policy)]
@@ -186,9 +195,11 @@ def main(argv=None) -> None:
     parser.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"])
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     parser.add_argument("--models", action="store_true")
+    parser.add_argument("--grid", action="store_true",
+                        help="the cases of a grid of channels x spatial sizes instead")
     args = parser.parse_args(argv)
     print("BN + activation, training forward + backward (y, dx, dgamma, dbeta), medians")
-    bench_layers(args.cases, args.dtypes, args.budget_s)
+    bench_layers(list(GRID) if args.grid else args.cases, args.dtypes, args.budget_s)
     if args.models:
         bench_models(4 * args.budget_s)
 
