@@ -155,9 +155,13 @@ struct GradKernelInputs {
   const Cm* shift;
 };
 
-// Sums of dz and dz * (x - mean); with kWriteDx also dx = scale * dz (the
+// What the sums pass writes into dx besides its sums: nothing, scale * dz
+// (the inference grad's dx), or dz (kept for the training grad's dx pass).
+enum class SumsWrite { kNothing, kScaledDz, kDz };
+
+// Sums of dz and dz * (x - mean); with kWrite also dx (SumsWrite) (the
 // inference grad's single pass).
-template <typename S, typename Op, bool kWriteDx>
+template <typename S, typename Op, SumsWrite kWrite>
 struct GradSumsKernel : GradKernelInputs<S, Op> {
   using Cm = Compute<S>;
   struct Values {
@@ -171,7 +175,11 @@ struct GradSumsKernel : GradKernelInputs<S, Op> {
     const Cm xv = S::Load(this->x[i]);
     const Cm dz =
         NormalizeDz(this->op, S::Load(this->dy[i]), xv, v.scale, v.shift);
-    if constexpr (kWriteDx) this->dx[i] = S::Store(v.scale * dz);
+    if constexpr (kWrite == SumsWrite::kScaledDz) {
+      this->dx[i] = S::Store(v.scale * dz);
+    } else if constexpr (kWrite == SumsWrite::kDz) {
+      this->dx[i] = S::Store(dz);
+    }
     return {dz, dz * (xv - v.mean)};
   }
 };
@@ -197,6 +205,31 @@ struct TrainingDxKernel : GradKernelInputs<S, Op> {
     this->dx[i] = S::Store(TrainingDx(this->op, S::Load(this->dy[i]),
                                       S::Load(this->x[i]), v.mean, v.affine,
                                       v.c));
+    return {};
+  }
+};
+
+// The training grad's dx from the sums pass's dz, held in dx (CpuBatchNorm-
+// TrainingGrad says when): the same expression as TrainingDx, so the same bits.
+template <typename S>
+struct TrainingDxOfDzKernel {
+  using Storage = S;
+  using Cm = Compute<S>;
+  struct Values {
+    Cm mean, scale;
+    TrainingDxCoefficients<Cm> c;
+  };
+  static constexpr bool kSums = false;
+  const typename S::Stored* x;
+  typename S::Stored* dx;
+  const Cm* mean;
+  const Cm* scale;
+  const Cm* c1;
+  const Cm* c0;
+  Values At(int64_t c) const { return {mean[c], scale[c], {c1[c], c0[c]}}; }
+  Pair<Cm> Apply(int64_t i, const Values& v) const {
+    dx[i] = S::Store(TrainingDxOfDz(S::Load(dx[i]), S::Load(x[i]), v.mean,
+                                    v.scale, v.c));
     return {};
   }
 };
@@ -348,6 +381,21 @@ void WithActivation(const ActivationChoice& act, const Fn& fn) {
   });
 }
 
+// The activation's rough cycles per element (its functor's
+// kCyclesPerElement).
+inline int ActivationCycles(const ActivationChoice& act) {
+  int cycles = 0;
+  VisitActivation(act, [&](const auto& op) {
+    cycles = std::decay_t<decltype(op)>::kCyclesPerElement;
+  });
+  return cycles;
+}
+
+// From this cost on the training grad keeps dz between its passes
+// (CpuBatchNormTrainingGrad): the exponentials' activations, not ReLU's
+// family or hard swish.
+constexpr int kKeepDzCycles = 10;
+
 // ------------------------------------------------- per-channel steps ----
 
 // The partial sums of channel c, added in a fixed order.
@@ -422,21 +470,27 @@ GradKernelInputs<S, Op> GradInputsOf(const Op& op, const void* dy,
           sc.channel(kShift)};
 }
 
-// The grad ops' first pass (with dx: the inference grad's only one): dbeta =
-// sum(dz) into kSumA, dgamma = rstd * sum(dz * (x - mean)) into kSumB, and
-// into dgamma and dbeta where given. SetAffine first.
+// The grad ops' first pass (with dx: the inference grad's only one, or the
+// training grad's dz kept): dbeta = sum(dz) into kSumA, dgamma = rstd *
+// sum(dz * (x - mean)) into kSumB, and into dgamma and dbeta where given;
+// into dx what `write` says (dx null: nothing). SetAffine first.
 template <typename S>
 void GradSums(const ActivationChoice& act, const void* dy, const void* x,
-              void* dx, const Tiling& t, Scratch<S> sc, void* dgamma,
-              void* dbeta, const ParallelFor& parallel) {
+              void* dx, SumsWrite write, const Tiling& t, Scratch<S> sc,
+              void* dgamma, void* dbeta, const ParallelFor& parallel) {
   using Cm = Compute<S>;
   WithActivation(act, [&](auto op, int cycles) {
     using Op = decltype(op);
     const GradKernelInputs<S, Op> in = GradInputsOf<S>(op, dy, x, dx, sc);
-    if (dx == nullptr) {
-      RunPass(GradSumsKernel<S, Op, false>{in}, t, sc, cycles + 7, parallel);
+    if (dx == nullptr || write == SumsWrite::kNothing) {
+      RunPass(GradSumsKernel<S, Op, SumsWrite::kNothing>{in}, t, sc,
+              cycles + 7, parallel);
+    } else if (write == SumsWrite::kScaledDz) {
+      RunPass(GradSumsKernel<S, Op, SumsWrite::kScaledDz>{in}, t, sc,
+              cycles + 7, parallel);
     } else {
-      RunPass(GradSumsKernel<S, Op, true>{in}, t, sc, cycles + 7, parallel);
+      RunPass(GradSumsKernel<S, Op, SumsWrite::kDz>{in}, t, sc, cycles + 7,
+              parallel);
     }
   });
   const Cm* rstd = sc.channel(kRstd);
@@ -450,14 +504,13 @@ void GradSums(const ActivationChoice& act, const void* dy, const void* x,
   });
 }
 
-// The training grad's second pass: dx from the parameter gradients
-// (per channel at dgamma, dbeta) over `count` elements. SetAffine first.
+// Each channel's coefficients of dx into kC1, kC0: from the parameter
+// gradients (per channel at dgamma, dbeta) over `count` elements.
 template <typename S>
-void TrainingDxPass(const ActivationChoice& act, const void* dy,
-                    const void* x, void* dx, const void* d_mean,
-                    const void* d_variance, const Compute<S>* dgamma,
-                    const Compute<S>* dbeta, double count, const Tiling& t,
-                    Scratch<S> sc, const ParallelFor& parallel) {
+void SetTrainingDxCoefficients(const void* d_mean, const void* d_variance,
+                               const Compute<S>* dgamma,
+                               const Compute<S>* dbeta, double count,
+                               Scratch<S> sc) {
   using Cm = Compute<S>;
   for (int64_t c = 0; c < sc.channels; ++c) {
     const TrainingDxCoefficients<Cm> co = TrainingDxOf(
@@ -467,6 +520,17 @@ void TrainingDxPass(const ActivationChoice& act, const void* dy,
     sc.channel(kC1)[c] = co.c1;
     sc.channel(kC0)[c] = co.c0;
   }
+}
+
+// The training grad's second pass: dx from the parameter gradients
+// (per channel at dgamma, dbeta) over `count` elements. SetAffine first.
+template <typename S>
+void TrainingDxPass(const ActivationChoice& act, const void* dy,
+                    const void* x, void* dx, const void* d_mean,
+                    const void* d_variance, const Compute<S>* dgamma,
+                    const Compute<S>* dbeta, double count, const Tiling& t,
+                    Scratch<S> sc, const ParallelFor& parallel) {
+  SetTrainingDxCoefficients(d_mean, d_variance, dgamma, dbeta, count, sc);
   if (t.tiles() == 0) return;
   WithActivation(act, [&](auto op, int cycles) {
     using Op = decltype(op);
@@ -539,13 +603,36 @@ void CpuBatchNormTrainingGrad(const ActivationChoice& act, Dtype dtype,
   const Tiling t = MakeTiling(layout);
   WithStorage(dtype, [&](auto s) {
     using S = decltype(s);
+    using Cm = Compute<S>;
     const Scratch<S> sc = ScratchOf<S>(scratch, t);
     SetAffine(sc, mean, variance, gamma, beta, epsilon);
-    GradSums(act, dy, x, nullptr, t, sc, dgamma, dbeta, parallel);
+    // Where the activation's derivative costs more than a write and a read of
+    // x's size (a transcendental: swish, GELU, ...), the sums pass also
+    // writes dz into dx and the dx pass reads it back instead of
+    // evaluating the derivative a second time. Only where dx holds the compute
+    // type exactly (float, double: a 16-bit dx would round dz once more), and
+    // not where dx is x's buffer (the dx pass still reads x).
+    const bool keep_dz =
+        dx != nullptr && dx != x && ActivationCycles(act) >= kKeepDzCycles &&
+        std::is_same_v<typename S::Stored, Cm>;
+    GradSums(act, dy, x, dx, keep_dz ? SumsWrite::kDz : SumsWrite::kNothing,
+             t, sc, dgamma, dbeta, parallel);
     if (dx == nullptr) return;
-    TrainingDxPass(act, dy, x, dx, d_mean, d_variance, sc.channel(kSumB),
-                   sc.channel(kSumA), static_cast<double>(layout.count()), t,
-                   sc, parallel);
+    const double count = static_cast<double>(layout.count());
+    if (!keep_dz) {
+      TrainingDxPass(act, dy, x, dx, d_mean, d_variance, sc.channel(kSumB),
+                     sc.channel(kSumA), count, t, sc, parallel);
+      return;
+    }
+    SetTrainingDxCoefficients(d_mean, d_variance, sc.channel(kSumB),
+                              sc.channel(kSumA), count, sc);
+    if (t.tiles() == 0) return;
+    using Stored = typename S::Stored;
+    RunPass(TrainingDxOfDzKernel<S>{static_cast<const Stored*>(x),
+                                    static_cast<Stored*>(dx),
+                                    sc.channel(kMean), sc.channel(kScale),
+                                    sc.channel(kC1), sc.channel(kC0)},
+            t, sc, 4, parallel);
   });
 }
 
@@ -596,7 +683,8 @@ void CpuBatchNormInferenceGrad(const ActivationChoice& act, Dtype dtype,
     using S = decltype(s);
     const Scratch<S> sc = ScratchOf<S>(scratch, t);
     SetAffine(sc, mean, variance, gamma, beta, epsilon);
-    GradSums(act, dy, x, dx, t, sc, dgamma, dbeta, parallel);
+    GradSums(act, dy, x, dx, SumsWrite::kScaledDz, t, sc, dgamma, dbeta,
+             parallel);
   });
 }
 

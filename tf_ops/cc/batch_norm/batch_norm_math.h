@@ -126,13 +126,20 @@ TF_OPS_HOST_DEVICE TrainingDxCoefficients<T> TrainingDxOf(
           (d_mean - scale * dbeta) * inv_n};
 }
 
+// dx of the training backward, pass 2, from dz.
+template <typename T>
+TF_OPS_HOST_DEVICE T TrainingDxOfDz(T dz, T x, T mean, T scale,
+                                    const TrainingDxCoefficients<T>& c) {
+  return scale * dz + c.c1 * (x - mean) + c.c0;
+}
+
 // dx of the training backward, pass 2.
 template <typename Op, typename T>
 TF_OPS_HOST_DEVICE T TrainingDx(const Op& op, T dy, T x, T mean,
                                 const ChannelAffine<T>& a,
                                 const TrainingDxCoefficients<T>& c) {
-  return a.scale * NormalizeDz(op, dy, x, a.scale, a.shift) +
-         c.c1 * (x - mean) + c.c0;
+  return TrainingDxOfDz(NormalizeDz(op, dy, x, a.scale, a.shift), x, mean,
+                        a.scale, c);
 }
 
 }  // namespace tf_ops
