@@ -181,3 +181,18 @@ def test_timing_waits_for_outputs_without_copying_them(monkeypatch):
     # Without sync_devices (TensorFlow < 2.13): one element of each output is read.
     monkeypatch.delattr(tf.test.experimental, "sync_devices", raising=False)
     timing._wait([tf.zeros([3, 4]), tf.zeros([0]), (tf.ones([2]),)])
+
+
+def test_batch_norm_grid_runs_the_grid(monkeypatch):
+    """`python -m tf_ops.bench.batch_norm --grid` times every cell of channels x sizes
+    (swish, batch 8), and without it the named cases."""
+    from tf_ops.bench import batch_norm as bench
+
+    ran = []
+    monkeypatch.setattr(bench, "bench_layers", lambda cases, *_: ran.append(list(cases)))
+    bench.main(["--grid", "--dtypes", "float32"])
+    bench.main(["--cases", "b0_28", "--dtypes", "float32"])
+    assert ran[0] == list(bench.GRID)
+    assert len(ran[0]) == len(bench.GRID_CHANNELS) * len(bench.GRID_SIZES)
+    assert bench.GRID["c240_28"][0] == bench.CASES["b0_28"][0] == (8, 28, 28, 240)
+    assert ran[1] == ["b0_28"]

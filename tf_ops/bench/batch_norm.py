@@ -53,6 +53,7 @@ GRID_CHANNELS = (32, 64, 144, 240, 672)
 GRID_SIZES = (14, 28, 56, 112)
 GRID = {f"c{c}_{hw}": ((8, hw, hw, c), "swish", "swish")
         for c in GRID_CHANNELS for hw in GRID_SIZES}
+_ALL_CASES = {**GRID, **CASES}
 
 
 # The ops these cases time (tests/bench/test_bench.py: every forward op has a benchmark): the
@@ -97,7 +98,7 @@ def bench_layers(cases, dtypes, budget_s: float) -> list[dict]:
         policy = "float32" if dtype == "float32" else "mixed_bfloat16"
         tf_dtype = tf.float32 if dtype == "float32" else tf.bfloat16
         for name in cases:
-            shape, ours_act, keras_act = {**GRID, **CASES}[name]
+            shape, ours_act, keras_act = _ALL_CASES[name]
             x = tf.cast(tf.random.normal(shape), tf_dtype)
             w = tf.cast(tf.random.normal(shape), tf_dtype)
             ours = [tf_ops.layers.BatchNormalization(activation=ours_act, dtype=policy)]

@@ -16,6 +16,14 @@ import ctypes
 from tf_ops.python.core.library import library_path, load_library
 
 
+def _library_string(symbol: str) -> str:
+    """The string the library's exported C function `symbol` returns."""
+    load_library()  # the same loaded copy: dlopen of a loaded path returns it
+    fn = getattr(ctypes.CDLL(library_path()), symbol)
+    fn.restype = ctypes.c_char_p
+    return fn().decode()
+
+
 def active_cpu_isa() -> str:
     """The instruction set the CPU kernels run with: 'baseline', 'avx2' or 'avx512'.
 
@@ -23,10 +31,7 @@ def active_cpu_isa() -> str:
       >>> tf_ops.active_cpu_isa()  # doctest: +SKIP
       'avx512'
     """
-    load_library()  # the same loaded copy: dlopen of a loaded path returns it
-    fn = ctypes.CDLL(library_path()).TfOpsActiveCpuIsa
-    fn.restype = ctypes.c_char_p
-    return fn().decode()
+    return _library_string("TfOpsActiveCpuIsa")
 
 
 def active_cpu_extensions() -> tuple[str, ...]:
@@ -38,7 +43,5 @@ def active_cpu_extensions() -> tuple[str, ...]:
       >>> tf_ops.active_cpu_extensions()  # doctest: +SKIP
       ('avx512_bf16',)
     """
-    load_library()
-    fn = ctypes.CDLL(library_path()).TfOpsActiveCpuExtensions
-    fn.restype = ctypes.c_char_p
-    return tuple(name for name in fn().decode().split(",") if name)
+    return tuple(name for name in _library_string("TfOpsActiveCpuExtensions").split(",")
+                 if name)
