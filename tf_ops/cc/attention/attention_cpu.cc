@@ -217,6 +217,20 @@ C ExpAndSum(C* row, int64_t n, C mx) {
   return sum;
 }
 
+// sum_c a[c] * load(b[c]) for c < n, in lanes as RowMax.
+template <typename C, typename B, typename Load>
+C RowDot(const C* a, const B* b, int64_t n, const Load& load) {
+  C lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += a[c + l] * load(b[c + l]);
+  }
+  for (int l = 0; c + l < n; ++l) lanes[l] += a[c + l] * load(b[c + l]);
+  C sum = 0;
+  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
+  return sum;
+}
+
 template <typename C>
 std::unique_ptr<C[]> Buffer(int64_t n) {
   return std::unique_ptr<C[]>(new C[std::max<int64_t>(n, 1)]);
@@ -249,6 +263,99 @@ void TransposeRows(const RowFn& in, int64_t rows, int64_t cols, Out* out,
         const auto* row = in(r);
         for (int64_t c = c0; c < c1; ++c) out[c * ldo + r] = load(row[c]);
       }
+    }
+  }
+}
+
+// 16 vectors of 16 4-byte elements transposed in registers: 64 two-vector
+// shuffles per 256 elements, where moving them one by one is a load and a
+// store each. The panels, the per-head Q^T and dO^T and the dK, dV rows are
+// such transposes, O(T D) per head: at short lengths beside O(T^2 D) products
+// they would not be negligible element by element.
+typedef int32_t Dw16 __attribute__((vector_size(64)));
+
+inline void Transpose16(Dw16 v[16]) {
+  Dw16 a[16];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {  // 32-bit interleave of rows 2k, 2k + 1
+    a[2 * k] = __builtin_shufflevector(v[2 * k], v[2 * k + 1], 0, 16, 1, 17,
+                                       4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13,
+                                       29);
+    a[2 * k + 1] = __builtin_shufflevector(v[2 * k], v[2 * k + 1], 2, 18, 3,
+                                           19, 6, 22, 7, 23, 10, 26, 11, 27,
+                                           14, 30, 15, 31);
+  }
+  Dw16 b[16];  // b[4k + e], 128-bit lane L: rows 4k..4k+3 of column 4L + e
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const Dw16 x = a[4 * k + h], y = a[4 * k + h + 2];
+      b[4 * k + 2 * h] = __builtin_shufflevector(
+          x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+      b[4 * k + 2 * h + 1] = __builtin_shufflevector(
+          x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    }
+  }
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {  // the 128-bit lanes, 4 x 4
+    const Dw16 x0 = __builtin_shufflevector(b[e], b[4 + e], 0, 1, 2, 3, 16, 17,
+                                            18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const Dw16 x1 = __builtin_shufflevector(b[e], b[4 + e], 8, 9, 10, 11, 24,
+                                            25, 26, 27, 12, 13, 14, 15, 28, 29,
+                                            30, 31);
+    const Dw16 x2 = __builtin_shufflevector(b[8 + e], b[12 + e], 0, 1, 2, 3,
+                                            16, 17, 18, 19, 4, 5, 6, 7, 20, 21,
+                                            22, 23);
+    const Dw16 x3 = __builtin_shufflevector(b[8 + e], b[12 + e], 8, 9, 10, 11,
+                                            24, 25, 26, 27, 12, 13, 14, 15, 28,
+                                            29, 30, 31);
+    v[e] = __builtin_shufflevector(x0, x2, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18,
+                                   19, 20, 21, 22, 23);
+    v[4 + e] = __builtin_shufflevector(x0, x2, 8, 9, 10, 11, 12, 13, 14, 15,
+                                       24, 25, 26, 27, 28, 29, 30, 31);
+    v[8 + e] = __builtin_shufflevector(x1, x3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
+                                       18, 19, 20, 21, 22, 23);
+    v[12 + e] = __builtin_shufflevector(x1, x3, 8, 9, 10, 11, 12, 13, 14, 15,
+                                        24, 25, 26, 27, 28, 29, 30, 31);
+  }
+}
+
+// out[c * ldo + r] = in(r)[c] for r < rows, c < cols, 4-byte elements (in(r):
+// row r's address): 16 x 16 blocks by Transpose16, the edges one by one.
+template <typename RowFn>
+inline void TransposeDwords(const RowFn& in, int64_t rows, int64_t cols,
+                            void* out_v, int64_t ldo) {
+  char* out = static_cast<char*>(out_v);
+  int64_t r0 = 0;
+  for (; r0 + 16 <= rows; r0 += 16) {
+    const char* src[16];
+    for (int i = 0; i < 16; ++i) {
+      src[i] = reinterpret_cast<const char*>(in(r0 + i));
+    }
+    int64_t c0 = 0;
+    for (; c0 + 16 <= cols; c0 += 16) {
+      Dw16 v[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        std::memcpy(&v[i], src[i] + 4 * c0, sizeof(Dw16));
+      }
+      Transpose16(v);
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        std::memcpy(out + 4 * ((c0 + j) * ldo + r0), &v[j], sizeof(Dw16));
+      }
+    }
+    for (; c0 < cols; ++c0) {
+      for (int i = 0; i < 16; ++i) {
+        std::memcpy(out + 4 * (c0 * ldo + r0 + i), src[i] + 4 * c0, 4);
+      }
+    }
+  }
+  for (; r0 < rows; ++r0) {
+    const char* src = reinterpret_cast<const char*>(in(r0));
+    for (int64_t c = 0; c < cols; ++c) {
+      std::memcpy(out + 4 * (c * ldo + r0), src + 4 * c, 4);
     }
   }
 }
@@ -309,10 +416,15 @@ struct Engine {
     const auto krow = [&](int64_t s) { return k + p.KOffset(b, s, kh); };
     const auto vrow = [&](int64_t s) { return v + p.VOffset(b, s, kh); };
     const auto load = [](Stored x) { return St::Load(x); };
-    TransposeRows(krow, S, D, panels.KT(), panels.ld, load);
-    if (panels.with_vt) {
-      TransposeRows(vrow, S, Dv, panels.VT(), panels.ld, load);
-    }
+    const auto transpose = [&](const auto& row, int64_t cols, C* out) {
+      if constexpr (std::is_same_v<Stored, float>) {  // bits as they are
+        TransposeDwords(row, S, cols, out, panels.ld);
+      } else {
+        TransposeRows(row, S, cols, out, panels.ld, load);
+      }
+    };
+    transpose(krow, D, panels.KT());
+    if (panels.with_vt) transpose(vrow, Dv, panels.VT());
     for (int64_t s = 0; s < S; ++s) {
       if (panels.with_k) {
         const Stored* row = krow(s);
@@ -578,13 +690,9 @@ struct Engine {
         }
         const Stored* orow = out + p.OutOffset(b, t, n);
         const Stored* grow = dout + p.OutOffset(b, t, n);
-        C sum = 0;
-        for (int64_t d = 0; d < Dv; ++d) {
-          const C go = St::Load(grow[d]);
-          dos[t * Dv + d] = go;
-          sum += go * St::Load(orow[d]);
-        }
-        delta[t] = sum;
+        for (int64_t d = 0; d < Dv; ++d) dos[t * Dv + d] = St::Load(grow[d]);
+        delta[t] = RowDot(dos.get() + t * Dv, orow, Dv,
+                          [](Stored x) { return St::Load(x); });
         if (lse[p.LseOffset(b, n, t)] == NegInf<C>()) {
           any_dead = true;
           for (int64_t d = 0; d < Dv; ++d) dead_sum[d] += dos[t * Dv + d];
@@ -938,100 +1046,6 @@ TF_OPS_BF16 inline float SumAndRound(const float* row, int64_t n, Bf* dst) {
   }
   if (n & 1) dst[n] = 0;
   return LanesSum(sum);
-}
-
-// 16 vectors of 16 4-byte elements transposed in registers: 64 two-vector
-// shuffles per 256 elements, where moving them one by one is a load and a
-// store each. The panels, the per-head Q^T and dO^T and the dK, dV rows are
-// such transposes, O(T D) per head: at short lengths beside O(T^2 D) products
-// they would not be negligible element by element.
-typedef int32_t Dw16 __attribute__((vector_size(64)));
-
-TF_OPS_BF16 inline void Transpose16(Dw16 v[16]) {
-  Dw16 a[16];
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) {  // 32-bit interleave of rows 2k, 2k + 1
-    a[2 * k] = __builtin_shufflevector(v[2 * k], v[2 * k + 1], 0, 16, 1, 17,
-                                       4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13,
-                                       29);
-    a[2 * k + 1] = __builtin_shufflevector(v[2 * k], v[2 * k + 1], 2, 18, 3,
-                                           19, 6, 22, 7, 23, 10, 26, 11, 27,
-                                           14, 30, 15, 31);
-  }
-  Dw16 b[16];  // b[4k + e], 128-bit lane L: rows 4k..4k+3 of column 4L + e
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const Dw16 x = a[4 * k + h], y = a[4 * k + h + 2];
-      b[4 * k + 2 * h] = __builtin_shufflevector(
-          x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
-      b[4 * k + 2 * h + 1] = __builtin_shufflevector(
-          x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
-    }
-  }
-#pragma GCC unroll 4
-  for (int e = 0; e < 4; ++e) {  // the 128-bit lanes, 4 x 4
-    const Dw16 x0 = __builtin_shufflevector(b[e], b[4 + e], 0, 1, 2, 3, 16, 17,
-                                            18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-    const Dw16 x1 = __builtin_shufflevector(b[e], b[4 + e], 8, 9, 10, 11, 24,
-                                            25, 26, 27, 12, 13, 14, 15, 28, 29,
-                                            30, 31);
-    const Dw16 x2 = __builtin_shufflevector(b[8 + e], b[12 + e], 0, 1, 2, 3,
-                                            16, 17, 18, 19, 4, 5, 6, 7, 20, 21,
-                                            22, 23);
-    const Dw16 x3 = __builtin_shufflevector(b[8 + e], b[12 + e], 8, 9, 10, 11,
-                                            24, 25, 26, 27, 12, 13, 14, 15, 28,
-                                            29, 30, 31);
-    v[e] = __builtin_shufflevector(x0, x2, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18,
-                                   19, 20, 21, 22, 23);
-    v[4 + e] = __builtin_shufflevector(x0, x2, 8, 9, 10, 11, 12, 13, 14, 15,
-                                       24, 25, 26, 27, 28, 29, 30, 31);
-    v[8 + e] = __builtin_shufflevector(x1, x3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
-                                       18, 19, 20, 21, 22, 23);
-    v[12 + e] = __builtin_shufflevector(x1, x3, 8, 9, 10, 11, 12, 13, 14, 15,
-                                        24, 25, 26, 27, 28, 29, 30, 31);
-  }
-}
-
-// out[c * ldo + r] = in(r)[c] for r < rows, c < cols, 4-byte elements (in(r):
-// row r's address): 16 x 16 blocks by Transpose16, the edges one by one.
-template <typename RowFn>
-TF_OPS_BF16 inline void TransposeDwords(const RowFn& in, int64_t rows,
-                                        int64_t cols, void* out_v,
-                                        int64_t ldo) {
-  char* out = static_cast<char*>(out_v);
-  int64_t r0 = 0;
-  for (; r0 + 16 <= rows; r0 += 16) {
-    const char* src[16];
-    for (int i = 0; i < 16; ++i) {
-      src[i] = reinterpret_cast<const char*>(in(r0 + i));
-    }
-    int64_t c0 = 0;
-    for (; c0 + 16 <= cols; c0 += 16) {
-      Dw16 v[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) {
-        v[i] = (Dw16)_mm512_loadu_si512(src[i] + 4 * c0);
-      }
-      Transpose16(v);
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) {
-        _mm512_storeu_si512(out + 4 * ((c0 + j) * ldo + r0), (__m512i)v[j]);
-      }
-    }
-    for (; c0 < cols; ++c0) {
-      for (int i = 0; i < 16; ++i) {
-        std::memcpy(out + 4 * (c0 * ldo + r0 + i), src[i] + 4 * c0, 4);
-      }
-    }
-  }
-  for (; r0 < rows; ++r0) {
-    const char* src = reinterpret_cast<const char*>(in(r0));
-    for (int64_t c = 0; c < cols; ++c) {
-      std::memcpy(out + 4 * (c * ldo + r0), src + 4 * c, 4);
-    }
-  }
 }
 
 // One key/value head's operands: K^T as pairs along the head dimension
