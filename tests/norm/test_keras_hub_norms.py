@@ -19,13 +19,20 @@ from tf_ops.python.patch import keras_hub_norms
 keras_hub = pytest.importorskip("keras_hub")
 
 M = "keras_hub.src.models"
-FUSED = [  # (module, class, constructor arguments, the op)
-    (f"{M}.t5.t5_layer_norm", "T5LayerNorm", {"epsilon": 1e-6}, "TfOps>RmsNorm"),
-    (f"{M}.gemma3.gemma3_layers", "RMSNormalization", {"epsilon": 1e-6}, "TfOps>RmsNorm"),
+ONE_PLUS = " (with 1 + scale)"
+FUSED = [  # (module, class, constructor arguments, the op, the summary's detail)
+    (f"{M}.t5.t5_layer_norm", "T5LayerNorm", {"epsilon": 1e-6}, "TfOps>RmsNorm", ""),
+    (f"{M}.gemma3.gemma3_layers", "RMSNormalization", {"epsilon": 1e-6}, "TfOps>RmsNorm",
+     ONE_PLUS),
     (f"{M}.roformer_v2.roformer_v2_attention", "RoformerNorm", {"epsilon": 1e-6},
-     "TfOps>RmsNorm"),
-    (f"{M}.edrec.edrec_layers", "EdRecRMSNormalization", {"epsilon": 1e-6}, "TfOps>RmsNorm"),
-    (f"{M}.gemma4.gemma4_layers", "Gemma4VNorm", {"epsilon": 1e-6}, "TfOps>RmsNorm"),
+     "TfOps>RmsNorm", ""),
+    (f"{M}.edrec.edrec_layers", "EdRecRMSNormalization", {"epsilon": 1e-6}, "TfOps>RmsNorm",
+     ONE_PLUS),
+    (f"{M}.gemma4.gemma4_layers", "Gemma4VNorm", {"epsilon": 1e-6}, "TfOps>RmsNorm", ""),
+    # Flux's: no epsilon attribute (1e-6 is a constant in its call), no dtype argument,
+    # and a float32 output whatever the input
+    ("keras_hub.src.layers.modeling.rms_normalization", "RMSNormalization",
+     {"input_dim": 16}, "TfOps>RmsNorm", ""),
 ]
 
 
@@ -49,8 +56,9 @@ def _run(layer, x):
     return [y, *tape.gradient(loss, [x, *layer.trainable_weights])]
 
 
-@pytest.mark.parametrize("module, name, kwargs, op", FUSED, ids=[f[1] for f in FUSED])
-def test_found_and_fused_and_exact(module, name, kwargs, op):
+@pytest.mark.parametrize("module, name, kwargs, op, detail", FUSED,
+                         ids=[f"{f[0].split('.')[-1]}.{f[1]}" for f in FUSED])
+def test_found_and_fused_and_exact(module, name, kwargs, op, detail):
     layer = _layer(module, name, kwargs)
     x = tf.constant(np.random.default_rng(1).normal(0.2, 1.0, (2, 5, 16)), tf.float32)
     stock = _run(layer, x)
@@ -62,8 +70,32 @@ def test_found_and_fused_and_exact(module, name, kwargs, op):
     for a, b in zip(stock, patched):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=2e-5,
                                    atol=2e-6 * float(np.max(np.abs(a))))
-    assert [r.detail for r in summary.fused] == [op + (" (with 1 + scale)" if name in (
-        "RMSNormalization", "EdRecRMSNormalization") else "")], str(summary)
+    assert [r.detail for r in summary.fused] == [op + detail], str(summary)
+
+
+@pytest.mark.parametrize("module, name, kwargs", [
+    (f"{M}.gemma3.gemma3_layers", "RMSNormalization", {"epsilon": 1e-6}),
+    ("keras_hub.src.layers.modeling.rms_normalization", "RMSNormalization",
+     {"input_dim": 16}),
+], ids=["gemma3", "flux"])
+def test_found_and_fused_under_mixed_precision(module, name, kwargs):
+    """Under a mixed bfloat16 policy the class is checked outside the calling layer's
+    autocast scope (which would round the check's float32 weights), so it fuses there
+    too, with the output dtype of its own call (Flux's: float32 always)."""
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        layer = _layer(module, name, kwargs)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    x = tf.constant(np.random.default_rng(1).normal(0.2, 1.0, (2, 5, 16)), tf.bfloat16)
+    stock = layer(x)
+    with tf_ops.patch_keras(only=("norm",)):
+        patched = layer(x)
+        graph = tf.function(layer).get_concrete_function(x).graph
+    assert "TfOps>RmsNorm" in {o.type for o in graph.get_operations()}
+    assert patched.dtype == stock.dtype
+    np.testing.assert_allclose(np.asarray(tf.cast(patched, tf.float32)),
+                               np.asarray(tf.cast(stock, tf.float32)), rtol=1e-2, atol=1e-2)
 
 
 def test_the_probe_rejects_other_math():

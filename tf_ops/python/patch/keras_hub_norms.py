@@ -36,6 +36,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras.src.backend import AutocastScope
+
 from tf_ops.python.norm import functions as norm
 from tf_ops.python.patch.keras_layers import floating
 
@@ -52,8 +54,8 @@ class Plan:
     offset: float  # the scale is multiplied as offset + scale
     scale: int | None  # index in layer.weights of the scale, or None (no scale)
     bias: int | None  # index of the bias (layer norm), or None
-    epsilon: str  # the attribute holding epsilon
-    output: str  # the output's dtype: "compute" (the layer's) or "input" (x's)
+    epsilon: str | float  # the attribute holding epsilon, or the constant in its call
+    output: str  # the output's dtype: "compute" (the layer's), "input" (x's), "float32"
 
     def describe(self) -> str:
         op = "TfOps>LayerNorm" if self.centered else "TfOps>RmsNorm"
@@ -106,6 +108,23 @@ def _epsilon(layer) -> tuple[str, float] | None:
     return None
 
 
+def _literals(original: Callable) -> list[float]:
+    """The small positive constants written in `original`'s source (Flux's
+    ``RMSNormalization`` adds ``1e-6`` in its call): the epsilons to try where the layer
+    holds none. Each is only a candidate: `_make_plan` keeps one only if running the
+    class shows it."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(original)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    return sorted({float(n.value) for n in ast.walk(tree)
+                   if isinstance(n, ast.Constant) and type(n.value) in (int, float)
+                   and 0 < n.value < 1e-2})
+
+
 def _reference(x, centered, epsilon, scale, bias):
     if centered:
         x = x - x.mean(-1, keepdims=True)
@@ -125,18 +144,45 @@ def _arguments(layer) -> dict[str, Any]:
         parameters = inspect.signature(type(layer).__init__).parameters
         config = {p: getattr(layer, p) for p in list(parameters)[1:]
                   if p not in ("dtype", "name", "kwargs") and hasattr(layer, p)}
-    return {k: v for k, v in config.items() if k not in ("dtype", "name")}
+    config = {k: v for k, v in config.items() if k not in ("dtype", "name")}
+    if not _takes_any_keyword(type(layer)):  # Layer's own keys (trainable) it cannot take
+        parameters = inspect.signature(type(layer).__init__).parameters
+        config = {k: v for k, v in config.items() if k in parameters}
+    return config
+
+
+def _takes_any_keyword(cls: type) -> bool:
+    return any(p.kind == p.VAR_KEYWORD
+               for p in inspect.signature(cls.__init__).parameters.values())
 
 
 def _twin(layer, dtype: str):
-    return type(layer)(**_arguments(layer), dtype=dtype)
+    cls = type(layer)
+    if _takes_any_keyword(cls) or "dtype" in inspect.signature(cls.__init__).parameters:
+        return cls(**_arguments(layer), dtype=dtype)
+    twin = cls(**_arguments(layer))  # a class without a dtype argument (Flux's RMS norm)
+    twin.dtype_policy = dtype
+    return twin
 
 
 def _make_plan(layer, original: Callable, rank: int, size: int) -> Plan | str:
     found = _epsilon(layer)
-    if found is None:
-        return "no finite epsilon >= 0 in an attribute the patch knows"
-    name, epsilon = found
+    candidates = ([found] if found is not None
+                  else [(value, value) for value in _literals(original)])
+    if not candidates:
+        return ("no finite epsilon >= 0 in an attribute the patch knows, nor a constant "
+                "in its call")
+    why = ""
+    for name, epsilon in candidates:
+        why = _match(layer, original, rank, size, name, epsilon)
+        if isinstance(why, Plan):
+            return why
+    return why
+
+
+def _match(layer, original: Callable, rank: int, size: int, name: str | float,
+           epsilon: float) -> Plan | str:
+    """The `Plan` of `layer` with `epsilon` (held as `name`), or why it does not match."""
     try:
         twin = _twin(layer, "float32")
         shape = (2,) * (rank - 1) + (size,)
@@ -183,15 +229,19 @@ def _make_plan(layer, original: Callable, rank: int, size: int) -> Plan | str:
 
 
 def _output_rule(layer, original: Callable, shape) -> str:
-    """Whether the class returns its compute dtype or the input's: asked of a
-    bfloat16-computing twin given a float32 input."""
+    """Whether the class returns its compute dtype, the input's, or float32 always (a
+    call that casts to float first): asked of a bfloat16-computing twin given a float32
+    input, then a bfloat16 one."""
     try:
         twin = _twin(layer, "mixed_bfloat16")
         twin.build(shape)
         y = original(twin, tf.zeros(shape, tf.float32) + 1.0)
+        if tf.as_dtype(y.dtype) != tf.float32:
+            return "compute"
+        y = original(twin, tf.zeros(shape, tf.bfloat16) + 1.0)
     except Exception:  # noqa: BLE001
         return "compute"
-    return "input" if tf.as_dtype(y.dtype) == tf.float32 else "compute"
+    return "float32" if tf.as_dtype(y.dtype) == tf.float32 else "input"
 
 
 def plan(layer, original: Callable, rank: int = 3, size: int | None = None) -> Plan | str:
@@ -215,7 +265,9 @@ def plan(layer, original: Callable, rank: int = 3, size: int | None = None) -> P
     key = (type(layer), config, rank, size)
     with _lock:
         if key not in _plans:
-            with tf.init_scope():
+            # Eagerly, and outside the calling layer's autocast scope: under a mixed
+            # policy that scope would round the twin's float32 weights to bfloat16.
+            with tf.init_scope(), AutocastScope(None):
                 _plans[key] = _make_plan(layer, original, rank, size)
         return _plans[key]
 
@@ -233,7 +285,8 @@ def make_call(original: Callable) -> Callable:
         found = plan(self, original, shape.rank, int(shape[-1]))
         if not isinstance(found, Plan):
             return original(self, x)
-        epsilon = float(getattr(self, found.epsilon))
+        epsilon = float(found.epsilon if not isinstance(found.epsilon, str)
+                        else getattr(self, found.epsilon))
         scale = None if found.scale is None else keras.ops.cast(self.weights[found.scale],
                                                                  "float32")
         if scale is not None and found.offset:
@@ -244,7 +297,8 @@ def make_call(original: Callable) -> Callable:
             y = norm.layer_norm(x, scale, bias, axis=-1, epsilon=epsilon)
         else:
             y = norm.rms_norm(x, scale, axis=-1, epsilon=epsilon)
-        return keras.ops.cast(y, self.compute_dtype if found.output == "compute" else x.dtype)
+        return keras.ops.cast(y, {"compute": self.compute_dtype, "input": x.dtype,
+                                  "float32": "float32"}[found.output])
 
     return call
 
