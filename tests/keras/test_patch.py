@@ -624,6 +624,59 @@ def test_keras_hub_causal_lm_fit_without_logits(tie):
         np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6, err_msg=key)
 
 
+@pytest.mark.heavy  # a keras-hub seq2seq LM fit
+def test_keras_hub_seq2seq_lm_fit_without_logits():
+    """A seq2seq LM's head reads one of its backbone's outputs (BART's
+    ``backbone(inputs)["decoder_sequence_output"]``): fused as a causal LM's, the same
+    logs and weights as stock's after a step, no [batch, length, vocab] tensor."""
+    keras_hub = pytest.importorskip("keras_hub")
+    keras.utils.set_random_seed(3)
+    backbone = keras_hub.models.BartBackbone(
+        vocabulary_size=97, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=24,
+        max_sequence_length=16)
+    lm = keras_hub.models.BartSeq2SeqLM(backbone=backbone, preprocessor=None)
+    rng = np.random.default_rng(8)
+    x = {"encoder_token_ids": rng.integers(1, 97, (3, 7)).astype("int32"),
+         "encoder_padding_mask": np.ones((3, 7), "int32"),
+         "decoder_token_ids": rng.integers(1, 97, (3, 9)).astype("int32"),
+         "decoder_padding_mask": np.ones((3, 9), "int32")}
+    x["decoder_padding_mask"][1, 6:] = 0
+    y = np.roll(x["decoder_token_ids"], -1, axis=1)
+    mask = x["decoder_padding_mask"]
+    start = snapshot(lm)
+
+    def step(patched: bool) -> dict[str, np.ndarray]:
+        patch = tf_ops.patch_keras(only=("lm_head",)) if patched else None
+        try:
+            lm.compile(optimizer=keras.optimizers.SGD(0.5))
+            logs = lm.train_on_batch(x, y, sample_weight=mask, return_dict=True)
+            found = {f"log {k}": np.asarray(v) for k, v in logs.items()}
+            found.update({f"weight {i} {v.path}": v.numpy()
+                          for i, v in enumerate(lm.trainable_variables)})
+            fn = tf.function(lambda data: lm.train_step(data))
+            found["ops"] = fn.get_concrete_function((x, y, mask)).graph.get_operations()
+            return found
+        finally:
+            if patch is not None:
+                patch.undo()
+            restore(lm, start)
+
+    stock, patched = step(False), step(True)
+    for key in stock:
+        if key != "ops":
+            np.testing.assert_allclose(patched[key], stock[key], rtol=2e-5, atol=2e-6,
+                                       err_msg=key)
+    types = {op.type for op in patched["ops"]}
+    assert "TfOps>SparseSoftmaxCrossEntropy" in types
+    assert not [op.name for op in patched["ops"] for t in op.outputs
+                if t.shape.rank == 3 and t.shape[-1] == 97]
+    assert [op.name for op in stock["ops"] for t in op.outputs
+            if t.shape.rank == 3 and t.shape[-1] == 97]
+    with tf_ops.patch_keras(only=("lm_head",)):
+        rows = {r.layers: r.detail for r in tf_ops.patch_summary(lm).fused}
+    assert rows[f"{lm.name} (fit)"].startswith("fit: the head (tied or not) and its loss")
+
+
 @pytest.mark.heavy  # keras-hub causal LM fits under jit
 def test_keras_hub_causal_lm_fit_mixed_precision_and_jit():
     """Under mixed_bfloat16 the patched step's loss and weights are within bfloat16's

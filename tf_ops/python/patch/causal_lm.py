@@ -2,7 +2,8 @@
 
 keras-hub's causal LMs (``GPT2CausalLM``, ``LlamaCausalLM``, ``GemmaCausalLM``, ...) are
 functional models whose output is the logits ``backbone.token_embedding(backbone(inputs),
-reverse=True)``, and they define no ``compute_loss``: Keras's ``train_step`` calls the
+reverse=True)`` (its seq2seq LMs, ``BartSeq2SeqLM`` and others, are causal LMs whose head
+reads the backbone's ``"decoder_sequence_output"``), and they define no ``compute_loss``: Keras's ``train_step`` calls the
 model (the logits), then ``compute_loss(x, y, y_pred=logits, sample_weight)``, the
 compiled loss (keras-hub's default ``SparseCategoricalCrossentropy(from_logits=True)``,
 ``sum_over_batch_size``) weighted by the preprocessor's padding mask (``sample_weight``),
@@ -26,7 +27,9 @@ the task with ``compile=False``, then ``compile(..., weighted_metrics=None)``.
 ``evaluate`` and ``predict`` are Keras's (the logits, no gradient).
 
 Keras's own step runs where the result could differ (`reason_left`): a model whose output
-is not ``head(backbone(inputs))`` (a soft cap or anything after the head), a head
+is not ``head(backbone(inputs))`` or, for a backbone of several outputs (a seq2seq LM's),
+``head(backbone(inputs)[key])`` (a soft cap or anything after the head, T5's rescaling
+before its tied head), a head
 `head_weights` refuses (quantized, ``logit_soft_cap``, a Dense with an activation), a
 compiled loss other than one ``SparseCategoricalCrossentropy(from_logits=True)`` (or the
 ``LossFunctionWrapper`` of its function) reduced ``sum_over_batch_size`` in float32 without
@@ -57,18 +60,21 @@ from tf_ops.python.softmax.causal_lm import head_cross_entropy, head_weights
 TRAIN_STEP = "keras_hub.src.models.causal_lm:CausalLM.train_step"
 
 
-def _head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict] | None:
-    """(backbone, head, the head's call kwargs) where `model`'s only output is
-    ``head(backbone(model.inputs), **kwargs)``: an Embedding head called with
-    ``reverse=True`` or a Dense head, the backbone a functional model of one output;
-    else None (also for any structure this does not know)."""
+def _head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict, int | None] | None:
+    """(backbone, head, the head's call kwargs, which of the backbone's flattened outputs
+    it reads or None) where `model`'s only output is ``head(backbone(model.inputs),
+    **kwargs)``, or ``head(backbone(model.inputs)[key], **kwargs)`` for a backbone of
+    several outputs (a seq2seq LM's ``"decoder_sequence_output"``): an Embedding head
+    called with ``reverse=True`` or a Dense head, the backbone a functional model; else
+    None (also for any structure this does not know)."""
     try:
         return _functional_head(model)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         return None
 
 
-def _functional_head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict] | None:
+def _functional_head(model: keras.Model
+                     ) -> tuple[Any, keras.layers.Layer, dict, int | None] | None:
     backbone = getattr(model, "backbone", None)
     outputs = getattr(model, "outputs", None)
     if backbone is None or not outputs or len(outputs) != 1:
@@ -86,16 +92,17 @@ def _functional_head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict]
         return None
     if len(args) != 1 or getattr(args[0], "_keras_history", None) is None:
         return None
-    inner, inner_index, _ = args[0]._keras_history
+    inner, inner_index, tensor_index = args[0]._keras_history
     outputs_struct = getattr(backbone, "_outputs_struct", None)  # a functional backbone's
-    if inner is not backbone or outputs_struct is None or tree.is_nested(outputs_struct):
+    if inner is not backbone or outputs_struct is None:
         return None
     inner_node = backbone._inbound_nodes[inner_index]
     fed = {id(t) for t in tree.flatten((inner_node.arguments.args, inner_node.arguments.kwargs))
            if t is not None}  # the kwargs: masks, None
     if fed != {id(t) for t in tree.flatten(model.inputs)}:
         return None
-    return backbone, head, dict(kwargs)
+    return (backbone, head, dict(kwargs),
+            tensor_index if tree.is_nested(outputs_struct) else None)
 
 
 def _sparse_ignore_class(model: keras.Model) -> tuple[bool, Any]:
@@ -119,8 +126,9 @@ def reason_left(model: keras.Model) -> str | None:
         return f"{type(model).__name__} overrides compute_loss"
     found = _head(model)
     if found is None:
-        return ("its output is not backbone.token_embedding(backbone(inputs), reverse=True) "
-                "(or a Dense head of the backbone's output)")
+        return ("its output is not backbone.token_embedding(h, reverse=True) (or a Dense "
+                "head of h), h = backbone(inputs) or one of its outputs: something else "
+                "runs between them (T5's tied head rescales h) or after the head")
     try:
         head_weights(found[1])
     except ValueError as error:
@@ -212,13 +220,15 @@ def make_train_step(original: Callable) -> Callable:
     def train_step(self, data):
         if reason_left(self) is not None:
             return original(self, data)
-        backbone, head, head_kwargs = _head(self)
+        backbone, head, head_kwargs, output = _head(self)
         ignore_class = _sparse_ignore_class(self)[1]
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
 
         argmax = metrics = None
         with tf.GradientTape() as tape:
             hidden = backbone(x, training=True)
+            if output is not None:  # the one of its outputs the head reads
+                hidden = tree.flatten(hidden)[output]
             stand_in = _logits_stand_in(head, hidden)
             if metrics_need_logits(self):
                 metrics = _argmax_metrics(self, y, stand_in)
