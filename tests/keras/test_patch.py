@@ -625,16 +625,20 @@ def test_keras_hub_causal_lm_fit_without_logits(tie):
 
 
 @pytest.mark.heavy  # a keras-hub seq2seq LM fit
-def test_keras_hub_seq2seq_lm_fit_without_logits():
+@pytest.mark.parametrize("kind", ["Bart", "T5"])
+def test_keras_hub_seq2seq_lm_fit_without_logits(kind):
     """A seq2seq LM's head reads one of its backbone's outputs (BART's
-    ``backbone(inputs)["decoder_sequence_output"]``): fused as a causal LM's, the same
-    logs and weights as stock's after a step, no [batch, length, vocab] tensor."""
+    ``backbone(inputs)["decoder_sequence_output"]``), or what the model computes from it
+    (T5's rescaling before its tied head): fused as a causal LM's, the same logs and
+    weights as stock's after a step, no [batch, length, vocab] tensor."""
     keras_hub = pytest.importorskip("keras_hub")
     keras.utils.set_random_seed(3)
-    backbone = keras_hub.models.BartBackbone(
+    backbone = getattr(keras_hub.models, f"{kind}Backbone")(
         vocabulary_size=97, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=24,
-        max_sequence_length=16)
-    lm = keras_hub.models.BartSeq2SeqLM(backbone=backbone, preprocessor=None)
+        **({"max_sequence_length": 16} if kind == "Bart" else {}))
+    if kind == "T5":
+        assert backbone.tie_embedding_weights  # the rescaled head is the case
+    lm = getattr(keras_hub.models, f"{kind}Seq2SeqLM")(backbone=backbone, preprocessor=None)
     rng = np.random.default_rng(8)
     x = {"encoder_token_ids": rng.integers(1, 97, (3, 7)).astype("int32"),
          "encoder_padding_mask": np.ones((3, 7), "int32"),

@@ -10,7 +10,7 @@ compiled loss (keras-hub's default ``SparseCategoricalCrossentropy(from_logits=T
 plus the model's added losses. By the time ``compute_loss`` runs, the logits exist and the
 tape holds them: replacing it cannot avoid them. So the patched attribute is
 ``CausalLM.train_step`` (Keras's TensorFlow trainer's, which ``CausalLM`` inherits), where
-the hidden states are still there: the backbone's hidden states, then
+the hidden states are still there: the head's input (the model's own graph up to it), then
 `tf_ops.head_cross_entropy` of the head (tied or not) with the compiled loss's
 ``ignore_class``; the rest is Keras's step (the loss tracker, loss scaling, gradients,
 the optimizer, the metrics).
@@ -27,9 +27,8 @@ the task with ``compile=False``, then ``compile(..., weighted_metrics=None)``.
 ``evaluate`` and ``predict`` are Keras's (the logits, no gradient).
 
 Keras's own step runs where the result could differ (`reason_left`): a model whose output
-is not ``head(backbone(inputs))`` or, for a backbone of several outputs (a seq2seq LM's),
-``head(backbone(inputs)[key])`` (a soft cap or anything after the head, T5's rescaling
-before its tied head), a head
+is not ``head(h)``, `h` any tensor of its graph (a soft cap or anything after the head), a
+head
 `head_weights` refuses (quantized, ``logit_soft_cap``, a Dense with an activation), a
 compiled loss other than one ``SparseCategoricalCrossentropy(from_logits=True)`` (or the
 ``LossFunctionWrapper`` of its function) reduced ``sum_over_batch_size`` in float32 without
@@ -60,24 +59,22 @@ from tf_ops.python.softmax.causal_lm import head_cross_entropy, head_weights
 TRAIN_STEP = "keras_hub.src.models.causal_lm:CausalLM.train_step"
 
 
-def _head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict, int | None] | None:
-    """(backbone, head, the head's call kwargs, which of the backbone's flattened outputs
-    it reads or None) where `model`'s only output is ``head(backbone(model.inputs),
-    **kwargs)``, or ``head(backbone(model.inputs)[key], **kwargs)`` for a backbone of
-    several outputs (a seq2seq LM's ``"decoder_sequence_output"``): an Embedding head
-    called with ``reverse=True`` or a Dense head, the backbone a functional model; else
-    None (also for any structure this does not know)."""
+def _head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict] | None:
+    """(h, head, the head's call kwargs) where `model`'s only output is ``head(h,
+    **kwargs)``: an Embedding head called with ``reverse=True`` or a Dense head, `h` a
+    tensor of the functional model's graph (the backbone's output, one of its outputs, a
+    seq2seq LM's ``"decoder_sequence_output"``, or what the model computes from it: T5's
+    rescaling before its tied head); else None (also for any structure this does not
+    know). The step computes `h` by the model's own graph (`_hidden_model`)."""
     try:
         return _functional_head(model)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         return None
 
 
-def _functional_head(model: keras.Model
-                     ) -> tuple[Any, keras.layers.Layer, dict, int | None] | None:
-    backbone = getattr(model, "backbone", None)
+def _functional_head(model: keras.Model) -> tuple[Any, keras.layers.Layer, dict] | None:
     outputs = getattr(model, "outputs", None)
-    if backbone is None or not outputs or len(outputs) != 1:
+    if not outputs or len(outputs) != 1 or getattr(model, "_outputs_struct", None) is None:
         return None
     history = getattr(outputs[0], "_keras_history", None)
     if history is None:
@@ -92,17 +89,21 @@ def _functional_head(model: keras.Model
         return None
     if len(args) != 1 or getattr(args[0], "_keras_history", None) is None:
         return None
-    inner, inner_index, tensor_index = args[0]._keras_history
-    outputs_struct = getattr(backbone, "_outputs_struct", None)  # a functional backbone's
-    if inner is not backbone or outputs_struct is None:
-        return None
-    inner_node = backbone._inbound_nodes[inner_index]
-    fed = {id(t) for t in tree.flatten((inner_node.arguments.args, inner_node.arguments.kwargs))
-           if t is not None}  # the kwargs: masks, None
-    if fed != {id(t) for t in tree.flatten(model.inputs)}:
-        return None
-    return (backbone, head, dict(kwargs),
-            tensor_index if tree.is_nested(outputs_struct) else None)
+    return args[0], head, dict(kwargs)
+
+
+_HIDDEN_MODEL = "_tf_ops_hidden_model"  # the model's attribute that keeps it
+
+
+def _hidden_model(model: keras.Model, hidden: Any) -> keras.Model:
+    """The functional model from `model`'s inputs to `hidden` (the head's input): its
+    layers, called as `model` calls them. Kept out of Keras's tracking (not a layer of
+    `model`, not saved)."""
+    kept = model.__dict__.get(_HIDDEN_MODEL)
+    if kept is None or kept[0] is not hidden:
+        kept = (hidden, keras.Model(model.input, hidden))
+        model.__dict__[_HIDDEN_MODEL] = kept
+    return kept[1]
 
 
 def _sparse_ignore_class(model: keras.Model) -> tuple[bool, Any]:
@@ -127,8 +128,8 @@ def reason_left(model: keras.Model) -> str | None:
     found = _head(model)
     if found is None:
         return ("its output is not backbone.token_embedding(h, reverse=True) (or a Dense "
-                "head of h), h = backbone(inputs) or one of its outputs: something else "
-                "runs between them (T5's tied head rescales h) or after the head")
+                "head of h): something runs after the head, or it is not a functional "
+                "model")
     try:
         head_weights(found[1])
     except ValueError as error:
@@ -220,15 +221,14 @@ def make_train_step(original: Callable) -> Callable:
     def train_step(self, data):
         if reason_left(self) is not None:
             return original(self, data)
-        backbone, head, head_kwargs, output = _head(self)
+        hidden_tensor, head, head_kwargs = _head(self)
+        hidden_model = _hidden_model(self, hidden_tensor)
         ignore_class = _sparse_ignore_class(self)[1]
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
 
         argmax = metrics = None
         with tf.GradientTape() as tape:
-            hidden = backbone(x, training=True)
-            if output is not None:  # the one of its outputs the head reads
-                hidden = tree.flatten(hidden)[output]
+            hidden = hidden_model(x, training=True)
             stand_in = _logits_stand_in(head, hidden)
             if metrics_need_logits(self):
                 metrics = _argmax_metrics(self, y, stand_in)
