@@ -16,7 +16,8 @@ layers are patched and reported on their own.
 `plan` decides by running the class: a twin of the layer (its arguments, float32)
 gets random weights, and its own ``call`` on random inputs, some of them small
 enough for epsilon to matter, is compared with each candidate (RMS or layer norm;
-scale, ``1 + scale`` or none; a bias or not; the epsilon the layer holds). Only an
+scale, ``1 + scale`` or none; a bias or not; the epsilon the layer holds, or else a
+small constant written in its call, as Flux's ``RMSNormalization`` has). Only an
 exact match (to float32 rounding) is fused, so a class that computes anything else
 (another axis, a gate, a learnt epsilon) keeps its own code, and the summary says
 why (`reason_left`). The decision is made once per class and configuration, eagerly.
@@ -35,7 +36,6 @@ from typing import Any, Callable
 import keras
 import numpy as np
 import tensorflow as tf
-
 from keras.src.backend import AutocastScope
 
 from tf_ops.python.norm import functions as norm
