@@ -196,3 +196,23 @@ def test_batch_norm_grid_runs_the_grid(monkeypatch):
     assert len(ran[0]) == len(bench.GRID_CHANNELS) * len(bench.GRID_SIZES)
     assert bench.GRID["c240_28"][0] == bench.CASES["b0_28"][0] == (8, 28, 28, 240)
     assert ran[1] == ["b0_28"]
+
+
+def test_coverage_kink_rule():
+    """The zoo's exactness verdict for a model whose gradients alone were further than 3x
+    stock's on the first input (a pre-activation at a kink, landed on the other side):
+    exact when one other input is within the bound and every input's outputs are; not
+    where the gradients are off on every input (a systematic error), nor where an
+    output is."""
+    from tf_ops.bench import coverage
+
+    stock = {"output": 1e-5, "grad": 5e-5, "state": 2e-8}
+    close = {"output": 8e-6, "grad": 4e-5, "state": 2e-8}
+    kinked = {"output": 8e-6, "grad": 1.4e-3, "state": 2e-8}
+    assert coverage._within(close, stock) and not coverage._within(kinked, stock)
+    assert coverage._gradients_alone(kinked, stock)
+    assert not coverage._gradients_alone({**close, "output": 1e-3}, stock)
+    # Stock's own run may be the one a kink moves on another input.
+    assert coverage._exact_on_others([({**stock, "grad": 9.6e-3}, close), (stock, kinked)])
+    assert not coverage._exact_on_others([(stock, kinked), (stock, kinked)])
+    assert not coverage._exact_on_others([(stock, close), (stock, {**close, "output": 1e-3})])
