@@ -415,12 +415,11 @@ struct Engine {
     const int64_t S = p.kv_len, D = p.head_dim, Dv = p.value_dim;
     const auto krow = [&](int64_t s) { return k + p.KOffset(b, s, kh); };
     const auto vrow = [&](int64_t s) { return v + p.VOffset(b, s, kh); };
-    const auto load = [](Stored x) { return St::Load(x); };
     const auto transpose = [&](const auto& row, int64_t cols, C* out) {
       if constexpr (std::is_same_v<Stored, float>) {  // bits as they are
         TransposeDwords(row, S, cols, out, panels.ld);
       } else {
-        TransposeRows(row, S, cols, out, panels.ld, load);
+        TransposeRows(row, S, cols, out, panels.ld, St::Load);
       }
     };
     transpose(krow, D, panels.KT());
@@ -691,8 +690,7 @@ struct Engine {
         const Stored* orow = out + p.OutOffset(b, t, n);
         const Stored* grow = dout + p.OutOffset(b, t, n);
         for (int64_t d = 0; d < Dv; ++d) dos[t * Dv + d] = St::Load(grow[d]);
-        delta[t] = RowDot(dos.get() + t * Dv, orow, Dv,
-                          [](Stored x) { return St::Load(x); });
+        delta[t] = RowDot(dos.get() + t * Dv, orow, Dv, St::Load);
         if (lse[p.LseOffset(b, n, t)] == NegInf<C>()) {
           any_dead = true;
           for (int64_t d = 0; d < Dv; ++d) dead_sum[d] += dos[t * Dv + d];

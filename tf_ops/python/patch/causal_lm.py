@@ -3,17 +3,17 @@
 keras-hub's causal LMs (``GPT2CausalLM``, ``LlamaCausalLM``, ``GemmaCausalLM``, ...) are
 functional models whose output is the logits ``backbone.token_embedding(backbone(inputs),
 reverse=True)`` (its seq2seq LMs, ``BartSeq2SeqLM`` and others, are causal LMs whose head
-reads the backbone's ``"decoder_sequence_output"``), and they define no ``compute_loss``: Keras's ``train_step`` calls the
-model (the logits), then ``compute_loss(x, y, y_pred=logits, sample_weight)``, the
-compiled loss (keras-hub's default ``SparseCategoricalCrossentropy(from_logits=True)``,
-``sum_over_batch_size``) weighted by the preprocessor's padding mask (``sample_weight``),
-plus the model's added losses. By the time ``compute_loss`` runs, the logits exist and the
-tape holds them: replacing it cannot avoid them. So the patched attribute is
-``CausalLM.train_step`` (Keras's TensorFlow trainer's, which ``CausalLM`` inherits), where
-the hidden states are still there: the head's input (the model's own graph up to it), then
-`tf_ops.head_cross_entropy` of the head (tied or not) with the compiled loss's
-``ignore_class``; the rest is Keras's step (the loss tracker, loss scaling, gradients,
-the optimizer, the metrics).
+reads the backbone's ``"decoder_sequence_output"``), and they define no ``compute_loss``:
+Keras's ``train_step`` calls the model (the logits), then ``compute_loss(x, y,
+y_pred=logits, sample_weight)``, the compiled loss (keras-hub's default
+``SparseCategoricalCrossentropy(from_logits=True)``, ``sum_over_batch_size``) weighted by
+the preprocessor's padding mask (``sample_weight``), plus the model's added losses. By the
+time ``compute_loss`` runs, the logits exist and the tape holds them: replacing it cannot
+avoid them. So the patched attribute is ``CausalLM.train_step`` (Keras's TensorFlow
+trainer's, which ``CausalLM`` inherits), where the hidden states are still there: the
+head's input (the model's own graph up to it), then `tf_ops.head_cross_entropy` of the
+head (tied or not) with the compiled loss's ``ignore_class``; the rest is Keras's step
+(the loss tracker, loss scaling, gradients, the optimizer, the metrics).
 
 The compiled metrics take the logits (keras-hub's ``compile()`` adds a weighted
 ``SparseCategoricalAccuracy``). Where every one is such an accuracy (the argmax of the
@@ -28,8 +28,7 @@ the task with ``compile=False``, then ``compile(..., weighted_metrics=None)``.
 
 Keras's own step runs where the result could differ (`reason_left`): a model whose output
 is not ``head(h)``, `h` any tensor of its graph (a soft cap or anything after the head), a
-head
-`head_weights` refuses (quantized, ``logit_soft_cap``, a Dense with an activation), a
+head `head_weights` refuses (quantized, ``logit_soft_cap``, a Dense with an activation), a
 compiled loss other than one ``SparseCategoricalCrossentropy(from_logits=True)`` (or the
 ``LossFunctionWrapper`` of its function) reduced ``sum_over_batch_size`` in float32 without
 loss weights, and a class that overrides ``compute_loss``. Per step, the loss is computed

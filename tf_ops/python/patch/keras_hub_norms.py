@@ -144,21 +144,20 @@ def _arguments(layer) -> dict[str, Any]:
         parameters = inspect.signature(type(layer).__init__).parameters
         config = {p: getattr(layer, p) for p in list(parameters)[1:]
                   if p not in ("dtype", "name", "kwargs") and hasattr(layer, p)}
-    config = {k: v for k, v in config.items() if k not in ("dtype", "name")}
-    if not _takes_any_keyword(type(layer)):  # Layer's own keys (trainable) it cannot take
-        parameters = inspect.signature(type(layer).__init__).parameters
-        config = {k: v for k, v in config.items() if k in parameters}
-    return config
+    # less Layer's own keys (trainable) a constructor without **kwargs cannot take
+    return {k: v for k, v in config.items()
+            if k not in ("dtype", "name") and _takes(type(layer), k)}
 
 
-def _takes_any_keyword(cls: type) -> bool:
-    return any(p.kind == p.VAR_KEYWORD
-               for p in inspect.signature(cls.__init__).parameters.values())
+def _takes(cls: type, name: str) -> bool:
+    """Whether `cls`'s constructor takes the keyword `name` (by name or **kwargs)."""
+    parameters = inspect.signature(cls.__init__).parameters
+    return name in parameters or any(p.kind == p.VAR_KEYWORD for p in parameters.values())
 
 
 def _twin(layer, dtype: str):
     cls = type(layer)
-    if _takes_any_keyword(cls) or "dtype" in inspect.signature(cls.__init__).parameters:
+    if _takes(cls, "dtype"):
         return cls(**_arguments(layer), dtype=dtype)
     twin = cls(**_arguments(layer))  # a class without a dtype argument (Flux's RMS norm)
     twin.dtype_policy = dtype
