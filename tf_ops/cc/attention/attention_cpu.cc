@@ -178,22 +178,21 @@ struct Gemm {
 // GCC may not reorder (no -ffast-math), as slow as the tile's products.
 constexpr int kLanes = 16;
 
-// max(start, row[0..n)).
+// max(start, row[0..n)). The lanes are one vector: GCC does not vectorise
+// the select of an array of lanes (it stays 16 scalar maxes per step).
 template <typename C>
 C RowMax(const C* row, int64_t n, C start) {
-  C lanes[kLanes];
-  for (int l = 0; l < kLanes; ++l) lanes[l] = start;
+  typedef C V __attribute__((vector_size(kLanes * sizeof(C))));
+  V lanes = V{} + start;
   int64_t c = 0;
   for (; c + kLanes <= n; c += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      lanes[l] = row[c + l] > lanes[l] ? row[c + l] : lanes[l];
-    }
+    V x;
+    std::memcpy(&x, row + c, sizeof(V));
+    lanes = x > lanes ? x : lanes;
   }
-  for (int l = 0; c + l < n; ++l) {
-    lanes[l] = row[c + l] > lanes[l] ? row[c + l] : lanes[l];
-  }
-  C m = lanes[0];
-  for (int l = 1; l < kLanes; ++l) m = lanes[l] > m ? lanes[l] : m;
+  C m = start;
+  for (; c < n; ++c) m = row[c] > m ? row[c] : m;
+  for (int l = 0; l < kLanes; ++l) m = lanes[l] > m ? lanes[l] : m;
   return m;
 }
 
