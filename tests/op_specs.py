@@ -495,6 +495,30 @@ def _relu6_ref_second(x):
     return np.zeros_like(np.asarray(x, np.float64))
 
 
+# --- HardSigmoid ------------------------------------------------------------
+
+
+def _hard_sigmoid_sum(x):
+    """x + 3 rounded as the op and Keras round it (in float32 below float64)."""
+    x = np.asarray(x)
+    compute = np.float64 if x.dtype == np.float64 else np.float32
+    return (x.astype(compute) + compute(3.0)).astype(np.float64)
+
+
+def _hard_sigmoid_ref(x):
+    x = np.asarray(x, np.float64)
+    return np.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def _hard_sigmoid_ref_grad(g, x):
+    r = _hard_sigmoid_sum(x)
+    return np.asarray(g, np.float64) * ((r > 0) & (r < 6)) / 6.0
+
+
+def _hard_sigmoid_ref_second(x):
+    return np.zeros_like(np.asarray(x, np.float64))
+
+
 # --- Tanh -------------------------------------------------------------------
 
 
@@ -697,6 +721,22 @@ SPECS: tuple[OpSpec, ...] = (
         kinks=(0.0, 6.0),
         builtin_forward=lambda attrs: tf.nn.relu6,
         builtin_grad=lambda attrs: (lambda g, v: tf.raw_ops.Relu6Grad(gradients=g, features=v)),
+    ),
+    OpSpec(
+        name="HardSigmoid",
+        forward=tf_ops.hard_sigmoid,
+        grad_op=tf_ops.hard_sigmoid_grad,
+        grad_grad_op=tf_ops.hard_sigmoid_grad_grad,
+        grad_takes_outputs=False,
+        ref=_hard_sigmoid_ref,
+        ref_grad=_hard_sigmoid_ref_grad,
+        ref_second=_hard_sigmoid_ref_second,
+        attr_variants=({},),
+        ref_limits=lambda: {math.inf: 1.0, -math.inf: 0.0},
+        kinks=(-3.0, 3.0),
+        builtin_forward=lambda attrs: (lambda x: tf.nn.relu6(x + 3.0) / 6.0),
+        builtin_grad=lambda attrs: (
+            lambda g, v: tf.raw_ops.Relu6Grad(gradients=g / 6.0, features=v + 3.0)),
     ),
     OpSpec(
         name="Tanh",

@@ -69,6 +69,7 @@ __all__ = [
     'bias_gated_celu_grad',
     'bias_gated_elu_grad',
     'bias_gated_gelu_grad',
+    'bias_gated_hard_sigmoid_grad',
     'bias_gated_hard_swish_grad',
     'bias_gated_leaky_relu_grad',
     'bias_gated_mish_grad',
@@ -77,6 +78,7 @@ __all__ = [
     'bias_gated_swish_grad',
     'bias_gated_tanh_grad',
     'bias_gelu_grad',
+    'bias_hard_sigmoid_grad',
     'bias_hard_swish_grad',
     'bias_leaky_relu_grad',
     'bias_mish_grad',
@@ -95,6 +97,7 @@ __all__ = [
     'gated_celu_grad',
     'gated_elu_grad',
     'gated_gelu_grad',
+    'gated_hard_sigmoid_grad',
     'gated_hard_swish_grad',
     'gated_leaky_relu_grad',
     'gated_mish_grad',
@@ -110,6 +113,9 @@ __all__ = [
     'gpu_status',
     'group_norm',
     'group_norm_grad',
+    'hard_sigmoid',
+    'hard_sigmoid_grad',
+    'hard_sigmoid_grad_grad',
     'hard_swish',
     'hard_swish_grad',
     'hard_swish_grad_grad',
@@ -178,6 +184,10 @@ def bias_gated_gelu_grad(gradients, features, bias, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'gelu', bias=bias)`` (the op ``TfOps>BiasGatedGeluGrad``), in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Gelu and [a, b] the halves of the last axis of (features + bias), and bias_backprops = its sum over every axis but the last (accumulated as the Bias ops'), in one pass."""
 
 
+def bias_gated_hard_sigmoid_grad(gradients, features, bias, name=None, **attrs: Any):
+    """Gradient of ``tf_ops.gated(features, 'hard_sigmoid', bias=bias)`` (the op ``TfOps>BiasGatedHardSigmoidGrad``), in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>HardSigmoid and [a, b] the halves of the last axis of (features + bias), and bias_backprops = its sum over every axis but the last (accumulated as the Bias ops'), in one pass."""
+
+
 def bias_gated_hard_swish_grad(gradients, features, bias, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'hard_swish', bias=bias)`` (the op ``TfOps>BiasGatedHardSwishGrad``), in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>HardSwish and [a, b] the halves of the last axis of (features + bias), and bias_backprops = its sum over every axis but the last (accumulated as the Bias ops'), in one pass."""
 
@@ -208,6 +218,10 @@ def bias_gated_tanh_grad(gradients, features, bias, name=None, **attrs: Any):
 
 def bias_gelu_grad(gradients, features, bias, data_format='NHWC', name=None, **attrs: Any):
     """Gradient of ``tf_ops.gelu(features, bias=bias)`` (the op ``TfOps>BiasGeluGrad``), in one pass: backprops = gradients * f'(features + bias) for f = TfOps>Gelu, and bias_backprops = its sum over every axis but the channel axis (accumulated in float32 for half and bfloat16, float64 otherwise; bit-identical for any thread count), in one pass."""
+
+
+def bias_hard_sigmoid_grad(gradients, features, bias, data_format='NHWC', name=None, **attrs: Any):
+    """Gradient of ``tf_ops.hard_sigmoid(features, bias=bias)`` (the op ``TfOps>BiasHardSigmoidGrad``), in one pass: backprops = gradients * f'(features + bias) for f = TfOps>HardSigmoid, and bias_backprops = its sum over every axis but the channel axis (accumulated in float32 for half and bfloat16, float64 otherwise; bit-identical for any thread count), in one pass."""
 
 
 def bias_hard_swish_grad(gradients, features, bias, data_format='NHWC', name=None, **attrs: Any):
@@ -274,6 +288,10 @@ def gated_gelu_grad(gradients, features, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'gelu')`` (the op ``TfOps>GatedGeluGrad``), for both halves in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>Gelu and [a, b] the halves of the last axis of the features, in one pass."""
 
 
+def gated_hard_sigmoid_grad(gradients, features, name=None, **attrs: Any):
+    """Gradient of ``tf_ops.gated(features, 'hard_sigmoid')`` (the op ``TfOps>GatedHardSigmoidGrad``), for both halves in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>HardSigmoid and [a, b] the halves of the last axis of the features, in one pass."""
+
+
 def gated_hard_swish_grad(gradients, features, name=None, **attrs: Any):
     """Gradient of ``tf_ops.gated(features, 'hard_swish')`` (the op ``TfOps>GatedHardSwishGrad``), for both halves in one pass: backprops = [gradients * b * f'(a), gradients * f(a)] for f = TfOps>HardSwish and [a, b] the halves of the last axis of the features, in one pass."""
 
@@ -320,6 +338,18 @@ def gelu_grad_grad(upstream: TensorLike, gradients: TensorLike, features: Tensor
 
 def glu(features: TensorLike, bias: TensorLike | None = None, name: str | None = None, **attrs: Any) -> tf.Tensor:
     """GLU (Dauphin et al. 2017): ``sigmoid(a) * b`` for ``[a, b]`` the halves of the last axis; ``tf_ops.gated(features, 'sigmoid')``."""
+
+
+def hard_sigmoid(features: TensorLike, name: str | None = None, *, bias: TensorLike | None = None, data_format: str = 'NHWC') -> tf.Tensor:
+    """hard sigmoid: ``activations = relu6(features + 3) / 6, as keras.activations.hard_sigmoid.``"""
+
+
+def hard_sigmoid_grad(gradients: TensorLike, features: TensorLike, name: str | None = None) -> tf.Tensor:
+    """Gradient of `hard_sigmoid` (the op ``TfOps>HardSigmoidGrad``): ``backprops = gradients / 6 where 0 < features + 3 < 6, else 0 (as TensorFlow's Relu6Grad of the sum).``"""
+
+
+def hard_sigmoid_grad_grad(upstream: TensorLike, gradients: TensorLike, features: TensorLike, name: str | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """Gradient of `hard_sigmoid_grad` (the op ``TfOps>HardSigmoidGradGrad``), in one pass."""
 
 
 def hard_swish(features: TensorLike, name: str | None = None, *, bias: TensorLike | None = None, data_format: str = 'NHWC') -> tf.Tensor:

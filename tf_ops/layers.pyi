@@ -30,6 +30,7 @@ __all__ = [
     'GELU',
     'GatedDense',
     'GroupNormalization',
+    'HardSigmoid',
     'HardSwish',
     'LayerNormalization',
     'LeakyReLU',
@@ -57,6 +58,11 @@ class ELU(FusedActivation):
 class GELU(FusedActivation):
     """GELU layer: `tf_ops.gelu` as a Keras layer."""
     def __init__(self, approximate=False, **kwargs: Any): ...
+
+
+class HardSigmoid(FusedActivation):
+    """hard sigmoid layer: `tf_ops.hard_sigmoid` as a Keras layer."""
+    def __init__(self, **kwargs: Any): ...
 
 
 class HardSwish(FusedActivation):

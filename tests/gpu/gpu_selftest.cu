@@ -383,6 +383,7 @@ std::vector<Celu> Variants(Celu) {
 std::vector<Sigmoid> Variants(Sigmoid) { return {Sigmoid{}}; }
 std::vector<Relu6> Variants(Relu6) { return {Relu6{}}; }
 std::vector<Tanh> Variants(Tanh) { return {Tanh{}}; }
+std::vector<HardSigmoid> Variants(HardSigmoid) { return {HardSigmoid{}}; }
 
 template <typename Family, typename Op>
 void CheckAllVariants(bool quick, Tally* t) {

@@ -341,6 +341,28 @@ struct Reference<Relu6> {
   static Limits LimitsOf(const Relu6&) { return {6.0, 0.0, 0.0, 0.0}; }
 };
 
+// ----------------------------------------------------------- HardSigmoid ---
+template <>
+struct Reference<HardSigmoid> {
+  static std::vector<Variant<HardSigmoid>> Variants() {
+    return {{HardSigmoid{}, "", true}};
+  }
+  template <typename R>
+  static R Forward(const HardSigmoid&, R x) {
+    const R r = x + 3;
+    return (r < 0 ? R(0) : (r > 6 ? R(6) : r)) / 6;
+  }
+  // f' = 1/6 where 0 < x + 3 < 6 with the sum rounded to float, as Keras's
+  // composite and the functor decide it (the sweep's inputs are floats; the
+  // largest float below 3 has a sum that rounds to 6, so f' = 0 there).
+  template <typename R>
+  static Value<R> Grad(const HardSigmoid&, R x) {
+    const float r = static_cast<float>(x) + 3.0f;
+    return Plain(r > 0 && r < 6 ? R(1) / 6 : R(0));
+  }
+  static Limits LimitsOf(const HardSigmoid&) { return {1.0, 0.0, 0.0, 0.0}; }
+};
+
 // ------------------------------------------------------------------ Tanh ---
 template <>
 struct Reference<Tanh> {

@@ -91,6 +91,11 @@ absl::Status ReadAttrs(Ctx*, Relu6*) {
 }
 
 template <typename Ctx>
+absl::Status ReadAttrs(Ctx*, HardSigmoid*) {
+  return absl::OkStatus();
+}
+
+template <typename Ctx>
 absl::Status ReadAttrs(Ctx*, Tanh*) {
   return absl::OkStatus();
 }

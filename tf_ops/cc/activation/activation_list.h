@@ -16,6 +16,7 @@
   X(Celu)                             \
   X(Sigmoid)                          \
   X(Relu6)                            \
+  X(HardSigmoid)                      \
   X(Tanh)
 
 #endif  // TF_OPS_CC_ACTIVATION_LIST_H_

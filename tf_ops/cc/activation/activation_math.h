@@ -414,6 +414,30 @@ struct Relu6 {
   }
 };
 
+// HardSigmoid: f(x) = relu6(x + 3) / 6, as keras.activations.hard_sigmoid
+// (Keras 3's TensorFlow backend: the sum rounded, then clamped, then divided).
+// f' = 1/6 where 0 < x + 3 < 6 (the rounded sum, as TensorFlow's Relu6Grad
+// reads it), else 0; f'' = 0. The clamp keeps NaN.
+struct HardSigmoid {
+  static constexpr const char* kName = "HardSigmoid";
+  static constexpr int kCyclesPerElement = 2;
+  static constexpr bool kGradTakesOutputs = false;
+
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Forward(T x) const {
+    return Clamp(x + T(3), T(0), T(6)) / T(6);
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T Derivative(T x) const {
+    const T r = x + T(3);
+    return Select(And(r > T(0), r < T(6)), T(1.0 / 6.0), T(0));
+  }
+  template <typename T>
+  TF_OPS_HOST_DEVICE T SecondDerivative(T) const {
+    return T(0);
+  }
+};
+
 // Tanh: f(x) = tanh(x), as -expm1(-2|x|) / (2 + expm1(-2|x|)) with x's sign:
 // no cancellation near 0 (2 sigmoid(2x) - 1 loses every digit there), and 1
 // exactly at infinity. Below 1e-30 it is x itself (keeping -0, and a

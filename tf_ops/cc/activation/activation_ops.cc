@@ -102,6 +102,14 @@ ActivationOpDefs OpDefsOf(Relu6) {
           "TensorFlow's Relu6Grad)."};
 }
 
+ActivationOpDefs OpDefsOf(HardSigmoid) {
+  return {{},
+          "activations = relu6(features + 3) / 6, as "
+          "keras.activations.hard_sigmoid.",
+          "backprops = gradients / 6 where 0 < features + 3 < 6, else 0 (as "
+          "TensorFlow's Relu6Grad of the sum)."};
+}
+
 ActivationOpDefs OpDefsOf(Tanh) {
   return {{},
           "activations = tanh(features), as tf.tanh.",

@@ -294,6 +294,20 @@ def _relu6_derivative(x):
     return tf.where(inside, _ones(x), 0.0 * _ones(x))
 
 
+# --- HardSigmoid -----------------------------------------------------------------------
+
+
+def _hard_sigmoid(x):
+    return tf.nn.relu6(x + 3.0) / 6.0  # as Keras's TensorFlow backend; TFLite and ONNX ops
+
+
+def _hard_sigmoid_derivative(x):
+    # 1/6 where 0 < x + 3 < 6 with the sum rounded as Keras's (TensorFlow's Relu6Grad).
+    r = x + 3.0
+    inside = tf.logical_and(r > 0, r < 6)
+    return tf.where(inside, _ones(x) / 6.0, 0.0 * _ones(x))
+
+
 # --- Tanh ------------------------------------------------------------------------------
 
 
@@ -529,6 +543,28 @@ ACTIVATIONS: tuple[Activation, ...] = (
             "built-in",
             lambda x: tf.nn.relu6(x),
             lambda g, v: tf.raw_ops.Relu6Grad(gradients=g, features=v),
+        ),
+    ),
+    Activation(
+        op="HardSigmoid",
+        title="hard sigmoid",
+        notes="As ``keras.activations.hard_sigmoid`` (``relu6(x + 3) / 6``), in one kernel "
+        "instead of three; keras-hub's MobileNet runs it in its squeeze-and-excite blocks. "
+        "Its gradient is 1/6 where 0 < x + 3 < 6, as TensorFlow's.",
+        example=">>> tf_ops.hard_sigmoid([-4.0, 0.0, 1.5, 4.0]).numpy()\n"
+        "array([0.  , 0.5 , 0.75, 1.  ], dtype=float32)",
+        grad_example=">>> tf_ops.hard_sigmoid_grad([6.0, 6.0, 6.0], [-4.0, 0.0, 4.0]).numpy()\n"
+        "array([0., 1., 0.], dtype=float32)",
+        forward=_hard_sigmoid,
+        derivative=_hard_sigmoid_derivative,
+        layer="HardSigmoid",
+        layer_notes="As ``keras.layers.Activation(\"hard_sigmoid\")``.",
+        layer_example='>>> tf_ops.layers.HardSigmoid()(np.array([-4.0, 1.5], "float32")).numpy()'
+        "\narray([0.  , 0.75], dtype=float32)",
+        tensorflow=TensorFlowEquivalent(
+            "composite (keras.activations.hard_sigmoid)",
+            lambda x: tf.nn.relu6(x + 3.0) / 6.0,
+            lambda g, v: tf.raw_ops.Relu6Grad(gradients=g / 6.0, features=v + 3.0),
         ),
     ),
     Activation(

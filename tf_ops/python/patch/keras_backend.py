@@ -92,6 +92,7 @@ ACTIVATIONS: dict[str, tuple[str, Callable[..., dict | None]]] = {
     "celu": ("celu", _celu_alpha),
     "hard_silu": ("hard_swish", lambda: {}),
     "relu6": ("relu6", lambda: {}),
+    "hard_sigmoid": ("hard_sigmoid", lambda: {}),
 }
 MISH = "keras.src.activations.activations:Mish.static_call"
 make_mish = _activation("mish", lambda: {})
