@@ -175,24 +175,75 @@ struct Gemm {
 
 // Row reductions in 16 lanes (element c in lane c % 16) combined in a fixed
 // order: a single running max or sum is a chain of dependent scalar ops that
-// GCC may not reorder (no -ffast-math), as slow as the tile's products.
+// GCC may not reorder (no -ffast-math), as slow as the tile's products. The
+// lanes end in a tree (8 + 8, 4 + 4, ...): 4 dependent steps, not 15 scalar
+// ones read back from the stack, once per row of every tile.
 constexpr int kLanes = 16;
 
-// max(start, row[0..n)). The lanes are one vector: GCC does not vectorise
-// the select of an array of lanes (it stays 16 scalar maxes per step).
+// The lanes as one vector, and their tree. Vectors pass by reference: this
+// code is compiled for every instruction set, and a 64-byte vector passed by
+// value has a different ABI with AVX-512 than without.
+template <typename C>
+struct Lanes {
+  typedef C V __attribute__((vector_size(kLanes * sizeof(C))));
+
+  // out[l] = v[l ^ w] (w = 8, 4, 2, 1).
+  static void Swap(const V& v, int w, V* out) {
+    switch (w) {
+      case 8:
+        *out = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0,
+                                       1, 2, 3, 4, 5, 6, 7);
+        break;
+      case 4:
+        *out = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13,
+                                       14, 15, 8, 9, 10, 11);
+        break;
+      case 2:
+        *out = __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11,
+                                       8, 9, 14, 15, 12, 13);
+        break;
+      default:
+        *out = __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11,
+                                       10, 13, 12, 15, 14);
+    }
+  }
+  static C Sum(const V& lanes) {
+    V v = lanes, u;
+    for (int w = 8; w > 0; w /= 2) {
+      Swap(v, w, &u);
+      v += u;
+    }
+    return v[0];
+  }
+  static C Sum(const C* lanes) {
+    V v;
+    std::memcpy(&v, lanes, sizeof(V));
+    return Sum(v);
+  }
+  static C Max(const V& lanes) {  // NaN-free lanes (the loops pass NaN over)
+    V v = lanes, u;
+    for (int w = 8; w > 0; w /= 2) {
+      Swap(v, w, &u);
+      v = u > v ? u : v;
+    }
+    return v[0];
+  }
+};
+
+// max(start, row[0..n)); NaN is passed over. The lanes are one vector: GCC
+// does not vectorise the select of an array of lanes.
 template <typename C>
 C RowMax(const C* row, int64_t n, C start) {
-  typedef C V __attribute__((vector_size(kLanes * sizeof(C))));
-  V lanes = V{} + start;
+  using L = Lanes<C>;
+  typename L::V lanes = typename L::V{} + start;
   int64_t c = 0;
   for (; c + kLanes <= n; c += kLanes) {
-    V x;
-    std::memcpy(&x, row + c, sizeof(V));
+    typename L::V x;
+    std::memcpy(&x, row + c, sizeof(x));
     lanes = x > lanes ? x : lanes;
   }
-  C m = start;
+  C m = L::Max(lanes);
   for (; c < n; ++c) m = row[c] > m ? row[c] : m;
-  for (int l = 0; l < kLanes; ++l) m = lanes[l] > m ? lanes[l] : m;
   return m;
 }
 
@@ -211,12 +262,10 @@ C ExpAndSum(C* row, int64_t n, C mx) {
     row[c + l] = ExpC(row[c + l] - mx);
     lanes[l] += row[c + l];
   }
-  C sum = 0;
-  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
-  return sum;
+  return Lanes<C>::Sum(lanes);
 }
 
-// sum_c a[c] * load(b[c]) for c < n, in lanes as RowMax.
+// sum_c a[c] * load(b[c]) for c < n, in lanes as ExpAndSum.
 template <typename C, typename B, typename Load>
 C RowDot(const C* a, const B* b, int64_t n, const Load& load) {
   C lanes[kLanes] = {};
@@ -225,9 +274,7 @@ C RowDot(const C* a, const B* b, int64_t n, const Load& load) {
     for (int l = 0; l < kLanes; ++l) lanes[l] += a[c + l] * load(b[c + l]);
   }
   for (int l = 0; c + l < n; ++l) lanes[l] += a[c + l] * load(b[c + l]);
-  C sum = 0;
-  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
-  return sum;
+  return Lanes<C>::Sum(lanes);
 }
 
 template <typename C>
@@ -980,41 +1027,8 @@ TF_OPS_BF16 inline void RoundPairRows(const float* r0, const float* r1,
   }
 }
 
-// The lanes' max and sum, as trees of shuffles (a dependent chain 4 deep,
-// not 15). __builtin_shufflevector (GCC 12, Clang) and masked or operator
-// forms: GCC's reduction, shuffle and plain max intrinsics warn of an
-// uninitialised value under -Wall.
-TF_OPS_BF16 inline __m512 SwapHalves(__m512 v, int w) {
-  switch (w) {
-    case 8:
-      return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1,
-                                     2, 3, 4, 5, 6, 7);
-    case 4:
-      return __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14,
-                                     15, 8, 9, 10, 11);
-    case 2:
-      return __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8,
-                                     9, 14, 15, 12, 13);
-    default:
-      return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11,
-                                     10, 13, 12, 15, 14);
-  }
-}
-TF_OPS_BF16 inline float LanesMax(__m512 v) {
-  for (int w = 8; w > 0; w /= 2) {
-    v = _mm512_mask_max_ps(v, 0xffff, v, SwapHalves(v, w));
-  }
-  return v[0];
-}
-TF_OPS_BF16 inline float LanesSum(__m512 v) {
-  for (int w = 8; w > 0; w /= 2) v += SwapHalves(v, w);
-  return v[0];
-}
-
 // max(start, row[0..n)), row first multiplied by `scale` in place where
-// kScale. NaN is passed over, as RowMax does. A vector and one tree
-// reduction: RowMax's final chain of 15 dependent scalar steps per row was
-// as slow as its loop at these tile sizes.
+// kScale. NaN is passed over, as RowMax does.
 template <bool kScale>
 TF_OPS_BF16 inline float MaxRow(float* row, int64_t n, float scale,
                                 float start) {
@@ -1029,7 +1043,7 @@ TF_OPS_BF16 inline float MaxRow(float* row, int64_t n, float scale,
     }
     mx = _mm512_mask_max_ps(mx, m, x, mx);  // x first: a NaN x keeps mx
   }
-  return LanesMax(mx);
+  return Lanes<float>::Max(mx);
 }
 
 // The sum of row[0..n), and the row rounded to bfloat16 at dst (RoundRow).
@@ -1042,7 +1056,7 @@ TF_OPS_BF16 inline float SumAndRound(const float* row, int64_t n, Bf* dst) {
     _mm256_mask_storeu_epi16(dst + c, m, (__m256i)_mm512_cvtneps_pbh(x));
   }
   if (n & 1) dst[n] = 0;
-  return LanesSum(sum);
+  return Lanes<float>::Sum(sum);
 }
 
 // One key/value head's operands: K^T as pairs along the head dimension
@@ -1174,7 +1188,7 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
       const __m512 x = Widen(m, a + d), y = Widen(m, b + d);
       sum = _mm512_fmadd_ps(x, y, sum);
     }
-    return LanesSum(sum);
+    return Lanes<float>::Sum(sum);
   }
 
   // The logits of a tile, rows x cols at `s` (ld kKeyBlock), times the scale.
