@@ -106,11 +106,17 @@ def test_activations_by_name_function_and_layer():
     x = keras.layers.Lambda(lambda t: keras.ops.gelu(t, approximate=True))(x)
     x = keras.layers.Activation("hard_silu")(keras.layers.Dense(8)(x))
     x = keras.layers.Activation(keras.activations.celu)(x)
+    x = keras.layers.Activation("hard_sigmoid")(keras.layers.Dense(8)(x))
+    x = keras.layers.Lambda(lambda t: keras.ops.hard_sigmoid(3.0 * t - 1.5))(x)
     model = keras.Model(inputs, x)
     data = RNG.normal(0, 2, (6, 7)).astype("float32")
     assert_close(*stock_and_patched(model, data, only=("activation",)))
     ops = fused_op_types(model, data, only=("activation",))
-    for op in ("Gelu", "Swish", "LeakyRelu", "Elu", "Mish", "HardSwish", "Celu"):
+    # keras.ops.hard_sigmoid alone (Keras's backend function, patched) runs it too.
+    gate = keras.Sequential([keras.Input((7,)), keras.layers.Dense(7),
+                             keras.layers.Lambda(keras.ops.hard_sigmoid)])
+    assert "TfOps>HardSigmoidGrad" in fused_op_types(gate, data, only=("activation",))
+    for op in ("Gelu", "Swish", "LeakyRelu", "Elu", "Mish", "HardSwish", "Celu", "HardSigmoid"):
         assert f"TfOps>{op}" in ops and f"TfOps>{op}Grad" in ops, (op, ops)
     # The plain ReLU stays TensorFlow's (its gradient reads the output: less memory), a
     # Dense's with no bias too (the summary says so, not "tf_ops's kernel").
