@@ -94,13 +94,14 @@ class Activation:
     bench: Mapping[str, Mapping] | None = None
 
     def __post_init__(self):
-        # Under tf_ops.portable(), f(NaN) is NaN in every runtime, whatever clamps the
-        # composite has (TFLite's built-in MINIMUM/MAXIMUM drop NaN): stated once here.
+        # f(NaN) is NaN wherever the composite runs, whatever clamps it has: under
+        # tf_ops.portable() (TFLite's built-in MINIMUM/MAXIMUM drop NaN) and inside XLA
+        # where the library has no lowerings (XLA's clamp, tf.nn.relu6's, drops it too):
+        # stated once here.
         raw = self.forward
 
         def forward(x, **attrs):
-            y = raw(x, **attrs)
-            return pm.keep_nan(x, y) if is_portable() else y
+            return pm.keep_nan(x, raw(x, **attrs))
 
         object.__setattr__(self, "forward", forward)
 
@@ -286,7 +287,11 @@ def _sigmoid_derivative(x):
 
 
 def _relu6(x):
-    return tf.nn.relu6(x)  # TFLite's RELU6 and ONNX's Clip; NaN is kept by __post_init__
+    if is_portable():
+        return tf.nn.relu6(x)  # TFLite's RELU6 and ONNX's Clip; NaN is kept by __post_init__
+    # Inside XLA without the lowerings: XLA's relu6 (a clamp) makes -0 a +0, where the
+    # kernel's clamp keeps x on [0, 6], -0 included.
+    return tf.where(x < 0, tf.zeros_like(x), tf.minimum(x, 6.0))
 
 
 def _relu6_derivative(x):
