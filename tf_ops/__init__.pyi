@@ -18,6 +18,7 @@ from tf_ops.python.core.gpu import GpuStatus as GpuStatus
 from tf_ops.python.softmax.causal_lm import LinearCrossEntropyCausalLM as LinearCrossEntropyCausalLM
 from tf_ops.python.core.cpu_info import active_cpu_extensions as active_cpu_extensions
 from tf_ops.python.core.cpu_info import active_cpu_isa as active_cpu_isa
+from tf_ops.python.fused.functions import add_activation as add_activation
 from tf_ops.python.attention.functions import attention as attention
 from tf_ops.python.batch_norm.functions import batch_norm as batch_norm
 from tf_ops.python.batch_norm.functions import batch_norm_grad as batch_norm_grad
@@ -58,6 +59,7 @@ __all__ = [
     'LinearCrossEntropyCausalLM',
     'active_cpu_extensions',
     'active_cpu_isa',
+    'add_activation',
     'attention',
     'batch_norm',
     'batch_norm_grad',

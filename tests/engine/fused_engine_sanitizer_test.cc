@@ -156,6 +156,31 @@ void TestBias(const Op& op, int64_t outer, int64_t channels, int64_t inner,
   }
 }
 
+// The add ops: the bias loops with one channel per element (AddLayoutOf), the
+// output over either input (the kernel may forward the residual's buffer).
+template <typename Op, typename T>
+void TestAdd(const Op& op, int64_t n, std::mt19937* rng) {
+  const BiasLayout layout{n, 1};
+  auto x = Buffer<T>(n), r = Buffer<T>(n);
+  Fill(x.get(), n, rng);
+  Fill(r.get(), n, rng);
+  for (int over : {0, 1}) {
+    std::vector<T> x0(x.get(), x.get() + n), r0(r.get(), r.get() + n);
+    T* y = over == 0 ? x.get() : r.get();
+    const int64_t cut = n / 3;
+    CpuBiasForward(op, DtypeOf<T>(), x.get(), r.get(), y, layout, 0, cut);
+    CpuBiasForward(op, DtypeOf<T>(), x.get(), r.get(), y, layout, cut, n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = BiasForwardOf(op, double(x0[i]), double(r0[i]));
+      const double scale = std::fabs(double(x0[i])) + std::fabs(double(r0[i]));
+      Expect(Close(y[i], want, Rtol<T>(), scale), "add in place", Op::kName,
+             y[i], want, i);
+    }
+    Fill(x.get(), n, rng);
+    Fill(r.get(), n, rng);
+  }
+}
+
 template <typename Op, typename T>
 void TestGated(const Op& op, int64_t rows, int64_t half, std::mt19937* rng) {
   const int64_t n_out = rows * half, n_in = 2 * n_out;
@@ -302,6 +327,7 @@ void TestOp(const Op& op) {
                                {70, 1030, 1}, {1, 70000, 1}, {2, 3, 70001},
                                {300, 4, 97}};
   for (const auto& s : shapes) TestBias<Op, T>(op, s[0], s[1], s[2], &rng);
+  for (const int64_t n : {0, 1, 33, 70001}) TestAdd<Op, T>(op, n, &rng);
   const int64_t gated[][2] = {{0, 4}, {1, 1}, {3, 17}, {5, 64}, {2, 40001}};
   for (const auto& s : gated) TestGated<Op, T>(op, s[0], s[1], &rng);
   // BiasGated: also several tiles down the rows (kTileElements = 2^16).

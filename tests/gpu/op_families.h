@@ -286,6 +286,35 @@ struct BiasForwardFamily : NoSums {
   }
 };
 
+// y = f(x + a), a of x's shape: the bias loops with one channel per element
+// (the add ops' layout, fused_checks.h's AddLayoutOf).
+struct AddForwardFamily : NoSums {
+  static constexpr const char* kName = "add-forward";
+  static constexpr int kInputs = 2;   // x, addend
+  static constexpr int kOutputs = 1;  // y
+  static constexpr bool kOutputsOptional = false;
+  static int64_t InputSize(int, int64_t n) { return n; }
+  static int64_t OutputSize(int, int64_t n) { return n; }
+  static std::vector<Aliases> InPlace() { return {{{0, 0}}, {{1, 0}}}; }
+
+  template <typename Op, typename T>
+  static HostBuffers<T> MakeInputs(const Op&, const HostBuffers<T>& samples,
+                                   int64_t n) {
+    return {Tiled(samples[0], n), Tiled(samples[1], n, 11)};
+  }
+  template <typename Op>
+  static void Cpu(const Op& op, Dtype dtype, const Args& a, int64_t n) {
+    CpuBiasForward(op, dtype, a.in[0], a.in[1], a.out[0], BiasLayout{n, 1}, 0,
+                   n);
+  }
+  template <typename Op>
+  static const char* Gpu(const Op& op, Dtype dtype, const Args& a, int64_t n,
+                         void* stream) {
+    return LaunchBiasForward(op, dtype, a.in[0], a.in[1], a.out[0],
+                             BiasLayout{n, 1}, n, stream);
+  }
+};
+
 // A bias gradient's launch, `launch(dx, db, scratch)` with dx of dx_elements
 // and db of db_elements, run twice: first into buffers of its own, then into
 // a.out[0] and a.out[1] (which may be inputs). Fails unless both runs give db
@@ -590,6 +619,7 @@ struct BiasGatedGradFamily : FiniteBiasGradInputs<BiasGatedGradFamily> {
 #define TF_OPS_GPU_FUSED_FAMILIES(X) \
   X(BiasForwardFamily<false>)        \
   X(BiasForwardFamily<true>)         \
+  X(AddForwardFamily)                \
   X(BiasGradFamily<false>)           \
   X(BiasGradFamily<true>)            \
   X(GatedForwardFamily)              \

@@ -290,7 +290,9 @@ def test_conv_batch_norm_folded_at_inference(conv, tail):
     assert_close(*stock_and_patched(model, data, training=False))
     ops = fused_op_types(model, data, training=False)
     assert not any("BatchNorm" in op for op in ops), ops
-    assert ops == ({"TfOps>BiasSwish", "TfOps>BiasSwishGrad"} if tail == "swish" else set())
+    # ("add": ResNet's block end, whose Add and ReLU are one op, its gradient ReLU's.)
+    assert ops == {"swish": {"TfOps>BiasSwish", "TfOps>BiasSwishGrad"},
+                   "add": {"TfOps>AddLeakyRelu", "TfOps>LeakyReluGrad"}}.get(tail, set())
     assert_close(*stock_and_patched(model, data, training=True))
     assert "TfOps>BatchNormTraining" in fused_op_types(model, data, training=True)
     with tf_ops.patch_keras():
@@ -1085,6 +1087,87 @@ def test_batch_norm_and_relu6_are_one_op():
         dx = traced(x)
     assert ops == {"TfOps>Relu6", "TfOps>Relu6Grad"}, ops
     np.testing.assert_array_equal(dx, tf.cast((x > 0) & (x < 6), tf.float32))
+
+
+# --- an add and the activation after it (a residual block's end) -------------------------
+
+def _residual(activation, add=None):
+    """conv -> BatchNormalization -> add(the block's input) -> `activation` ("act")."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6, 6, 4))
+    x = keras.layers.Conv2D(4, 3, padding="same", use_bias=False)(inputs)
+    x = keras.layers.BatchNormalization(name="bn")(x)
+    x = (add or keras.layers.Add(name="add"))([inputs, x])
+    x = activation(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, keras.layers.Dense(3)(x))
+
+
+@pytest.mark.parametrize("activation, op", [
+    (lambda: keras.layers.Activation("relu", name="act"), "TfOps>AddLeakyRelu"),
+    (lambda: keras.layers.ReLU(name="act"), "TfOps>AddLeakyRelu"),
+    (lambda: keras.layers.ReLU(max_value=6.0, name="act"), "TfOps>AddRelu6"),
+    (lambda: keras.layers.Activation("elu", name="act"), "TfOps>AddElu"),
+    # swish' needs its input: fused, the backward would keep both addends (Keras's add
+    # keeps neither, its swish the sum): left as two ops.
+    (lambda: keras.layers.Activation("swish", name="act"), None),
+], ids=["relu", "ReLU", "ReLU6", "elu", "swish"])
+@pytest.mark.parametrize("training", [True, False])
+def test_add_and_activation_are_one_op(activation, op, training):
+    """ResNet's Add -> ReLU: one TfOps>Add{Act}, whose gradient reads the output (so
+    the patched step keeps no more than Keras's), values and gradients as Keras's."""
+    model = _residual(activation())
+    data = _images((4, 6, 6, 4)) * 2.0
+    assert_close(*stock_and_patched(model, data, training=training))
+    ops = fused_op_types(model, data, training)
+    adds = {o for o in ops if o.startswith("TfOps>Add")}
+    assert adds == ({op} if op else set()), ops
+    with tf_ops.patch_keras():
+        rows = {r.layers: r.detail for r in tf_ops.patch_summary(model).fused}
+    if op:
+        assert rows["add + act"].startswith("add + ") and "act" not in rows, rows
+    else:
+        assert "act" in rows and not any("add" in k for k in rows), rows
+
+
+def test_inception_resnet_scaled_add_and_relu_are_one_op():
+    """InceptionResNetV2's CustomScaleLayer (x + r * scale) and the ReLU after it: one
+    op; without an activation after it, Keras's own call (and nothing in the summary)."""
+    from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
+
+    model = _residual(keras.layers.Activation("relu", name="act"),
+                      CustomScaleLayer(0.17, name="add"))
+    data = _images((4, 6, 6, 4)) * 2.0
+    assert_close(*stock_and_patched(model, data))
+    assert "TfOps>AddLeakyRelu" in fused_op_types(model, data)
+    bare = _residual(keras.layers.Identity(name="act"), CustomScaleLayer(0.17, name="add"))
+    assert_close(*stock_and_patched(bare, data))
+    assert not any(o.startswith("TfOps>Add") for o in fused_op_types(bare, data))
+    with tf_ops.patch_keras():
+        rows = {r.layers for r in tf_ops.patch_summary(model).fused}
+        bare_summary = tf_ops.patch_summary(bare)
+    assert "add + act" in rows
+    assert not any("add" in r.layers for r in bare_summary.fused + bare_summary.left)
+    assert ("CustomScaleLayer", 1) in bare_summary.no_op
+
+
+def test_add_pairs_only_where_exact():
+    """No add + activation op where the sum is needed as it is (a second consumer, a
+    model output), nor for three addends or addends Keras broadcasts."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6, 6, 4))
+    x = keras.layers.Conv2D(4, 1)(inputs)
+    total = keras.layers.Add(name="twice")([x, inputs])
+    y = keras.layers.Activation("relu", name="relu")(total)
+    three = keras.layers.Add(name="three")([x, inputs, y])
+    z = keras.layers.Activation("relu", name="relu3")(three)
+    row = keras.layers.Conv2D(4, (6, 1))(inputs)  # [batch, 1, 6, 4]: broadcast
+    wide = keras.layers.Add(name="broadcast")([x, row])
+    w = keras.layers.Activation("relu", name="relu_b")(wide)
+    model = keras.Model(inputs, [keras.layers.Add()([total, y, z, w])])
+    data = _images((4, 6, 6, 4))
+    assert_close(*stock_and_patched(model, data))
+    assert not any(o.startswith("TfOps>Add") for o in fused_op_types(model, data))
 
 
 def _bn_activation_attrs(model, data) -> set[str]:

@@ -3,12 +3,14 @@ backward, against the TensorFlow composites a user writes, and a transformer FFN
 training step with tf_ops layers against Keras's.
 
   python -m tf_ops.bench.fused [--size-log2 24] [--ops gelu swish]
-                               [--families bias gated bias_gated] [--no-ffn]
+                               [--families bias add gated bias_gated] [--no-ffn]
 
 Cases come from the activation table (each entry's bench cases and TensorFlow
 equivalent), nothing per activation:
   bias    ``tf_ops.<act>(x, bias=b)`` vs ``tf_eq(tf.nn.bias_add(x, b))``: forward, then
           the tape's dx and db (TF: the activation's gradient, then BiasAddGrad);
+  add     ``tf_ops.add_activation(x, r, act)`` vs ``tf_eq(x + r)``: forward, then the
+          tape's dx and dr (a residual block's end: ResNet's add + ReLU);
   gated   ``tf_ops.gated(x, act)`` vs ``split, tf_eq(a) * b``;
   bias+gated  ``tf_ops.gated(x, act, bias=b)`` vs the same on ``tf.nn.bias_add(x, b)``
           (backward: dx and db).
@@ -61,6 +63,15 @@ def _bias_pair(entry, attrs):
     return ours, theirs
 
 
+def _add_pair(entry, attrs):
+    theirs_fn = functools.partial(entry.tensorflow.forward, **attrs)
+    run = _run_with_bias
+    ours = lambda x, r, g: run(  # noqa: E731
+        lambda x, r: tf_ops.add_activation(x, r, entry.function, **attrs), x, r, g)
+    theirs = lambda x, r, g: run(lambda x, r: theirs_fn(x + r), x, r, g)  # noqa: E731
+    return ours, theirs
+
+
 def _gated_pair(entry, attrs):
     theirs_fn = functools.partial(entry.tensorflow.forward, **attrs)
 
@@ -94,7 +105,7 @@ def _bias_gated_pair(entry, attrs):
 
 
 # The fused op families benchmarked per activation (op-name prefixes: bias_gelu, ...).
-FAMILIES = ("bias", "gated", "bias_gated")
+FAMILIES = ("bias", "add", "gated", "bias_gated")
 # The fused ops these cases time, by their function names (bias_gelu, gated_gelu, ...):
 # what the bench coverage test (tests/bench/test_bench.py) reads from the family's manifest.
 BENCHED_OPS = frozenset(f"{family}_{snake_case(entry.op)}" for _, entry, _ in _cases()
@@ -125,6 +136,7 @@ def bench_ops(size_log2: int, ops: list[str] | None, budget_s: float,
     rows = 2**size_log2 // channels
     x = tf.random.normal([rows, channels])
     b = tf.random.normal([channels])
+    r = tf.random.normal([rows, channels])
     g = tf.random.normal([rows, channels])
     g_half = tf.random.normal([rows, channels // 2])
     print(f"fwd+bwd, float32, 2^{size_log2} elements ([{rows}, {channels}]), times are medians")
@@ -133,6 +145,8 @@ def bench_ops(size_log2: int, ops: list[str] | None, budget_s: float,
             continue
         if "bias" in families:
             print(_ratios_line(f"bias+{name}", _time(*_bias_pair(entry, attrs), (x, b, g), budget_s)))
+        if "add" in families:
+            print(_ratios_line(f"add+{name}", _time(*_add_pair(entry, attrs), (x, r, g), budget_s)))
         if "gated" in families:
             print(_ratios_line(f"gated {name}", _time(*_gated_pair(entry, attrs), (x, g_half), budget_s)))
         if "bias_gated" in families:

@@ -39,6 +39,22 @@ inline absl::Status BiasLayoutOf(const std::string& op, bool nchw,
   return absl::OkStatus();
 }
 
+// Add ops: the residual has the features' shape, which makes it a bias of the
+// features' own shape (one channel per element: the bias ops' loops serve).
+inline absl::Status AddLayoutOf(const std::string& op, const TensorShape& x,
+                                const TensorShape& residual,
+                                BiasLayout* layout) {
+  if (x != residual) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": features and residual must have the same shape (no "
+        "broadcasting), got features ", x.DebugString(), " and residual ",
+        residual.DebugString()));
+  }
+  layout->channels = x.num_elements();
+  layout->inner = 1;
+  return absl::OkStatus();
+}
+
 // The features' last axis, halved; an error unless it is even.
 inline absl::Status GatedHalf(const std::string& op, const TensorShape& x,
                               int64_t* half) {

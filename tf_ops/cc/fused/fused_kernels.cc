@@ -1,5 +1,6 @@
-// Kernels of the fused ops (fused_op_defs.h): bias + activation and gated
-// activations (without and with a bias), forward and grad, for every activation in activation_list.h
+// Kernels of the fused ops (fused_op_defs.h): bias + activation, add +
+// activation (forward), and gated activations (without and with a bias),
+// forward and grad, for every activation in activation_list.h
 // and half, bfloat16, float and double. They check shapes (the shape
 // functions cannot when dimensions are unknown, nor in eager calls), allocate
 // (reusing an input buffer when TensorFlow allows) and hand the buffers to
@@ -278,6 +279,36 @@ class BiasActivationGradOp : public OpKernel {
   bool nchw_ = false;
 };
 
+// Add{Act}: the bias op's engine with the residual as a bias of the features'
+// own shape (AddLayoutOf).
+template <typename Device, typename T, typename Act>
+class AddActivationOp : public OpKernel {
+ public:
+  explicit AddActivationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &act_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& residual = ctx->input(1);
+    const std::string op = Name<Act>("Add");
+    BiasLayout layout;
+    OP_REQUIRES_OK(ctx, AddLayoutOf(op, x.shape(), residual.shape(), &layout));
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx,
+                   ReuseOrAllocateOutput<Device>(ctx, {0, 1}, 0, x.shape(), &y));
+    const int64_t n = x.NumElements();
+    if (n == 0) return;
+    OP_REQUIRES_OK(ctx, FusedExecutor<Device>::BiasForward(
+                            ctx, op, act_, x.flat<T>().data(),
+                            residual.flat<T>().data(), y->flat<T>().data(),
+                            layout, n));
+  }
+
+ private:
+  Act act_;
+};
+
 // Gated{Act} (kBias false) and BiasGated{Act} (kBias true: input 1 is the
 // bias, added to the features before the split).
 template <typename Device, typename T, typename Act, bool kBias>
@@ -375,6 +406,9 @@ using tensorflow::register_kernel::Name;
   REGISTER_KERNEL_BUILDER(                                                    \
       Name("TfOps>Bias" #Act "Grad").Device(DEV).TypeConstraint<T>("T"),      \
       BiasActivationGradOp<TAG, T, Act>);                                     \
+  REGISTER_KERNEL_BUILDER(                                                    \
+      Name("TfOps>Add" #Act).Device(DEV).TypeConstraint<T>("T"),              \
+      AddActivationOp<TAG, T, Act>);                                          \
   REGISTER_KERNEL_BUILDER(                                                    \
       Name("TfOps>Gated" #Act).Device(DEV).TypeConstraint<T>("T"),            \
       GatedActivationOp<TAG, T, Act, false>);                                 \

@@ -2,6 +2,11 @@
 // functors of activation_math.h: nothing here is per activation.
 //
 //   TfOps>Bias{Act}        y = f(x + b)
+//   TfOps>Add{Act}         y = f(x + a)            (a of x's shape: a bias
+//                                                   per element; its gradient
+//                                                   is the plain grad op's,
+//                                                   tf_ops/python/fused/
+//                                                   gradients.py)
 //   TfOps>Bias{Act}Grad    dx = g f'(x + b)        (db = the sum of dx over
 //                                                   every axis but the
 //                                                   channel's: the engines)

@@ -4,6 +4,7 @@
 //   TfOps>BiasAct       features: T, bias: T             -> activations: T
 //   TfOps>BiasActGrad   gradients: T, features: T, bias: T
 //                                     -> backprops: T, bias_backprops: T
+//   TfOps>AddAct        features: T, residual: T          -> activations: T
 //   TfOps>GatedAct      features: T                      -> activations: T
 //   TfOps>GatedActGrad  gradients: T, features: T        -> backprops: T
 //   TfOps>BiasGatedAct  features: T, bias: T             -> activations: T
@@ -18,6 +19,8 @@
 //   bias ops: bias is 1-D with as many elements as the channel axis of the
 //     features: the last axis (NHWC, features of any rank >= 1) or axis 1
 //     (NCHW, rank >= 2); gradients has the features' shape.
+//   add ops: the residual has the features' shape (no broadcasting); no grad
+//     op of their own (the plain grad op at the output or at x + a).
 //   gated ops: the features' last axis is even; the activations have half of
 //     it; gradients has the activations' shape. BiasGated: the bias is 1-D
 //     with one element per feature of the last axis (it is added before the
@@ -108,6 +111,23 @@ absl::Status BiasGradShape(InferenceContext* c) {
   }
   c->set_output(0, merged);
   c->set_output(1, c->input(2));
+  return absl::OkStatus();
+}
+
+// Add ops: features and residual of one shape.
+template <typename Act>
+absl::Status AddShape(InferenceContext* c) {
+  Act act;
+  TF_RETURN_IF_ERROR(ReadAttrs(c, &act));
+  ShapeHandle merged;
+  if (!c->Merge(c->input(0), c->input(1), &merged).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TfOps>Add", Act::kName,
+        ": features and residual must have the same shape (no broadcasting), "
+        "got features ", c->DebugString(c->input(0)), " and residual ",
+        c->DebugString(c->input(1))));
+  }
+  c->set_output(0, merged);
   return absl::OkStatus();
 }
 
@@ -234,6 +254,18 @@ bool RegisterFusedOps(const std::vector<const char*>& attrs,
            "axis (accumulated in float32 for half and bfloat16, float64 "
            "otherwise; bit-identical for any thread count), in one pass.");
   bias_grad();
+
+  // The add op: a residual sum and the activation after it (ResNet's
+  // add + ReLU) in one pass.
+  OpDefBuilderWrapper add_op(("TfOps>Add" + act).c_str());
+  add_op.Input("features: T").Input("residual: T").Output("activations: T");
+  add_attrs(add_op);
+  add_op.SetShapeFn(fused_shapes::AddShape<Act>)
+      .Doc("activations = f(features + residual) for f = TfOps>" + act +
+           ", in one pass; residual has the features' shape. Its gradient is "
+           "the plain grad op's (at the activations where they give f', as "
+           "ReLU's do, else at features + residual).");
+  add_op();
 
   // Gated ops, without and with a bias added before the split.
   for (const bool with_bias : {false, true}) {

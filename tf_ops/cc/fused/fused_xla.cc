@@ -126,6 +126,33 @@ class BiasGradXlaOp : public BiasXlaBase<Act> {
   }
 };
 
+// Add{Act}: f(x + a), a of x's shape.
+template <typename Act>
+class AddXlaOp : public tensorflow::XlaOpKernel {
+ public:
+  explicit AddXlaOp(tensorflow::OpKernelConstruction* ctx)
+      : XlaOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, &act_));
+  }
+
+  void Compile(tensorflow::XlaOpKernelContext* ctx) override {
+    absl::StatusOr<TensorShape> x_shape = XlaInputShape(ctx, 0);
+    absl::StatusOr<TensorShape> a_shape = XlaInputShape(ctx, 1);
+    OP_REQUIRES_OK(ctx, x_shape.status());
+    OP_REQUIRES_OK(ctx, a_shape.status());
+    BiasLayout layout;
+    OP_REQUIRES_OK(ctx, AddLayoutOf(absl::StrCat("TfOps>Add", Act::kName),
+                                    *x_shape, *a_shape, &layout));
+    const xla::PrimitiveType type = ctx->input_xla_type(0);
+    const XlaValue x = Widen(ctx->Input(0), type);
+    const XlaValue a = Widen(ctx->Input(1), type);
+    ctx->SetOutput(0, Narrow(BiasForwardOf(act_, x, a), x, type));
+  }
+
+ private:
+  Act act_;
+};
+
 // Gated{Act} (kBias false) and BiasGated{Act} (true: the bias, the input
 // after the features, is added before the split).
 template <typename Act, bool kBias>
@@ -261,6 +288,9 @@ using tensorflow::register_kernel::Name;
                               .Device(DEV)                                   \
                               .TypeConstraint("T", kXlaDtypes),              \
                           BiasGradXlaOp<Act>);                               \
+  REGISTER_KERNEL_BUILDER(                                                   \
+      Name("TfOps>Add" #Act).Device(DEV).TypeConstraint("T", kXlaDtypes),    \
+      AddXlaOp<Act>);                                                        \
   REGISTER_KERNEL_BUILDER(                                                   \
       Name("TfOps>Gated" #Act).Device(DEV).TypeConstraint("T", kXlaDtypes),  \
       GatedXlaOp<Act, false>);                                               \

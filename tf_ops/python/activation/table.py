@@ -76,6 +76,10 @@ class Activation:
         reference).
       bench: the benchmark's cases: name -> attributes (default: the function's name
         with the default attributes).
+      slope_from_output: for an activation whose grad op takes the features, whether
+        f'(z) is exactly f' at f(z) for these attributes (ReLU's: f(z) > 0 where z > 0):
+        the add ops' gradient then reads the output, as TensorFlow's ReluGrad does, and
+        keeps neither addend (``fused/gradients.py``). None: never.
     """
 
     op: str
@@ -92,6 +96,7 @@ class Activation:
     layer_aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
     tensorflow: TensorFlowEquivalent | None = None
     bench: Mapping[str, Mapping] | None = None
+    slope_from_output: Callable[..., bool] | None = None
 
     def __post_init__(self):
         # f(NaN) is NaN wherever the composite runs, whatever clamps it has: under
@@ -368,6 +373,8 @@ ACTIVATIONS: tuple[Activation, ...] = (
         "array([0.1, 1. ], dtype=float32)",
         forward=_leaky_relu,
         derivative=_leaky_relu_derivative,
+        # With alpha >= 0, f(z) > 0 exactly where z > 0 (alpha z underflowing gives 0).
+        slope_from_output=lambda alpha: alpha >= 0,
         layer="LeakyReLU",
         layer_notes="Drop-in for `keras.layers.LeakyReLU`, but the default slope is 0.2 (as "
         "`tf.nn.leaky_relu`; Keras's layer has 0.3): pass the slope explicitly when "
@@ -540,6 +547,8 @@ ACTIVATIONS: tuple[Activation, ...] = (
         "array([0., 1., 0.], dtype=float32)",
         forward=_relu6,
         derivative=_relu6_derivative,
+        # 0 < f(z) < 6 exactly where 0 < z < 6.
+        slope_from_output=lambda: True,
         layer="ReLU6",
         layer_notes="As ``keras.layers.ReLU(max_value=6.0)``.",
         layer_example='>>> tf_ops.layers.ReLU6()(np.array([-1.0, 7.0], "float32")).numpy()'

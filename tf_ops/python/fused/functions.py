@@ -8,6 +8,9 @@ From each entry of ``tf_ops/python/activation/table.py`` and the ops' C++ regist
   axis 1 for ``"NCHW"``);
 - ``tf_ops.bias_<act>_grad(gradients, features, bias, ...)``: its grad op, returning
   ``(backprops, bias_backprops)`` in one pass;
+- `add_activation` (``tf_ops.add_activation(x, y, "relu")``): ``TfOps>Add{Act}``,
+  y = f(x + a) for a residual sum and the activation after it (its gradient is the
+  plain grad op's, at the output where that gives f' exactly, as ReLU's);
 - `gated` (``tf_ops.gated(x, activation="swish")``): ``TfOps>Gated{Act}``,
   y = f(a) * b for [a, b] the halves of x's last axis, and its aliases `glu`, `geglu`,
   `swiglu`, `reglu`;
@@ -16,7 +19,7 @@ From each entry of ``tf_ops/python/activation/table.py`` and the ops' C++ regist
   x + b (b along the last axis, before the split), and its grad op
   ``tf_ops.bias_gated_<act>_grad(gradients, features, bias, ...)``, returning
   ``(backprops, bias_backprops)`` in one pass;
-- the gradients of all six ops, of any order, are registered in ``gradients.py``.
+- the gradients of all seven ops, of any order, are registered in ``gradients.py``.
 
 As the plain functions do, each builds its op's composite of TensorFlow built-in ops
 instead under `tf_ops.portable()` and inside XLA when the library has no lowering for
@@ -37,7 +40,7 @@ TensorLike = tf.types.experimental.TensorLike
 
 DATA_FORMATS = ("NHWC", "NCHW")
 # The fused op families of every activation: "TfOps>BiasGelu", "TfOps>BiasGeluGrad", ...
-FAMILIES = (("Bias", ""), ("Bias", "Grad"), ("Gated", ""), ("Gated", "Grad"),
+FAMILIES = (("Bias", ""), ("Bias", "Grad"), ("Add", ""), ("Gated", ""), ("Gated", "Grad"),
             ("BiasGated", ""), ("BiasGated", "Grad"))
 OP_NAMES: tuple[str, ...] = tuple(
     prefix + a.op + suffix for a in ACTIVATIONS for prefix, suffix in FAMILIES
@@ -120,6 +123,48 @@ def _bias_composite(entry, x, b, data_format, attrs):
         return y, grad
 
     return bias_activation(x, b)
+
+
+def output_gives_slope(entry: Activation, attrs: dict) -> bool:
+    """Whether the grad op of `entry` gives f'(z) exactly when it takes y = f(z): where it
+    takes the outputs anyway (Elu), or where the table says f' is a function of f (ReLU:
+    `Activation.slope_from_output`). The add ops' gradient then keeps only y."""
+    if op_info.grad_takes_outputs(entry.op):
+        return True
+    if entry.slope_from_output is None:
+        return False
+    names = [a.name for a in op_info.attrs(op_info.NAMESPACE + entry.op)]
+    return bool(entry.slope_from_output(**{k: attrs[k] for k in names if k in attrs}))
+
+
+def add_slope_input(entry: Activation, y, features, residual, attrs: dict):
+    """What ``{act}_grad`` takes for ``TfOps>Add{Act}``: its output y where that gives
+    f' (`output_gives_slope`), else the sum x + a formed again in the compute type (a
+    half or bfloat16 sum is not rounded: the grad then runs in float32)."""
+    if output_gives_slope(entry, attrs):
+        return y
+    compute = _compute_dtype(features.dtype)
+    return tf.cast(features, compute) + tf.cast(residual, compute)
+
+
+def _add_composite(entry, x, a, attrs):
+    kattrs = kernel_attrs(attrs)
+
+    @tf.custom_gradient
+    def add_activation(x, a):
+        compute = _compute_dtype(x.dtype)
+        z = tf.cast(x, compute) + tf.cast(a, compute)
+        f = entry.forward(z, **kattrs)
+        y = tf.cast(f, x.dtype)
+
+        def grad(dy):
+            v = f if output_gives_slope(entry, attrs) else z
+            dz = tf.cast(tf.cast(dy, compute) * entry.derivative(v, **kattrs), x.dtype)
+            return dz, dz
+
+        return y, grad
+
+    return add_activation(x, a)
 
 
 def halves(x: tf.Tensor):
@@ -226,6 +271,53 @@ def _make_bias_grad(entry: Activation) -> Callable[..., Any]:
         "  (TensorShape([2, 3]), TensorShape([3]))\n"
     )
     return bias_grad
+
+
+def add_activation_op(entry: Activation, features, residual, attrs: dict,
+                      name: str | None) -> tf.Tensor:
+    """f(features + residual) with ``TfOps>Add{op}``: what `add_activation` runs."""
+    op = "Add" + entry.op
+    if _use_composite(op):
+        with tf.name_scope(name or op):
+            x, a = _convert((features, residual))
+            check(op, (x, a), attrs)
+            return _add_composite(entry, x, a, attrs)
+    return op_fn(op)(*_convert((features, residual)), name=name, **attrs)
+
+
+def add_activation(features: TensorLike, residual: TensorLike, activation: Any = "relu",
+                   name: str | None = None, **attrs) -> tf.Tensor:
+    """An activation of a sum, ``f(features + residual)``, in one pass
+    (``TfOps>Add{Act}``): a residual block's add and the ReLU after it (ResNet), without
+    the sum in memory.
+
+    Its gradient is the plain grad op's: at the output where that gives f' exactly
+    (ReLU, leaky ReLU with alpha >= 0, ReLU6, ELU), so that, as TensorFlow's ``Relu``
+    after an ``Add``, it keeps only the output for the backward pass; else at the sum,
+    formed again from both addends.
+
+    Args:
+      features, residual: tensors of one shape (no broadcasting) and dtype: half,
+        bfloat16, float32 or float64.
+      activation: a tf_ops activation by name (``"relu"``, ``"swish"``, ...), its
+        function, or a Keras activation that is one (what ``BatchNormalization``'s
+        ``activation`` takes).
+      name: op name.
+      **attrs: the activation's attributes (``alpha=0.1`` for leaky_relu, ...).
+
+    Returns:
+      A tensor of the features' shape and dtype.
+
+    Example:
+      >>> tf_ops.add_activation([[-1.0, 2.0, 5.0]], [[0.5, 0.5, 3.0]], "relu6").numpy()
+      array([[0. , 2.5, 6. ]], dtype=float32)
+    """
+    from tf_ops.python.activation.resolver import resolve  # it imports the functions
+
+    spec = resolve(activation, **attrs)
+    if spec.entry is None:
+        raise ValueError(f"add_activation needs an activation, got {activation!r}")
+    return add_activation_op(spec.entry, features, residual, dict(spec.attrs), name)
 
 
 def gated_activation(entry: Activation, features, bias, attrs: dict,
@@ -350,6 +442,7 @@ for _entry in ACTIVATIONS:
     FUNCTIONS[f"gated_{_entry.function}_grad"] = _make_gated_grad(_entry)
     FUNCTIONS[f"bias_gated_{_entry.function}_grad"] = _make_bias_gated_grad(_entry)
 FUNCTIONS["gated"] = gated
+FUNCTIONS["add_activation"] = add_activation
 for _name, _act, _defaults, _what in (
     ("glu", "sigmoid", {}, "GLU (Dauphin et al. 2017)"),
     ("geglu", "gelu", {}, "GeGLU (Shazeer 2020; T5)"),

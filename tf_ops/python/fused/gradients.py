@@ -1,7 +1,10 @@
 """The gradients of the fused ops of every activation, of any order: ``TfOps>Bias{Act}``,
-``TfOps>Gated{Act}``, ``TfOps>BiasGated{Act}`` and their grad ops (``functions.py``).
+``TfOps>Add{Act}``, ``TfOps>Gated{Act}``, ``TfOps>BiasGated{Act}`` and their grad ops
+(``functions.py``).
 
-The fused ops' gradients are their grad ops. The grad ops' gradients are written with
+The fused ops' gradients are their grad ops; the add ops' is the plain grad op, at the
+output where that gives f' (ReLU: nothing but y is kept, as for TensorFlow's Relu
+after an Add), else at the sum formed again (`fused.add_slope_input`). The grad ops' gradients are written with
 the plain ops (``{act}_grad``, whose gradient is the fused ``{act}_grad_grad`` op), so
 second order runs fused kernels and higher orders compose as for the plain ops.
 Registered once per process (`core.op_support.register_gradient`), as the plain ops'
@@ -53,6 +56,14 @@ def _register(entry: Activation) -> None:
         return tape.gradient([dx, db], [g, x, b], output_gradients=[u_dx, u_db],
                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
+    def add_grad(op, grad):
+        attrs = _op_attrs(op, entry)
+        x, a = op.inputs
+        v = fused.add_slope_input(entry, op.outputs[0], x, a, attrs)
+        dz = plain[f"{fn}_grad"](tf.cast(grad, v.dtype), v, **attrs)
+        dz = tf.cast(dz, x.dtype)
+        return dz, dz
+
     def gated_grad(op, grad):
         return fused.FUNCTIONS[f"gated_{fn}_grad"](grad, op_inputs(op).features,
                                                    **_op_attrs(op, entry))
@@ -90,6 +101,7 @@ def _register(entry: Activation) -> None:
     base = op_info.NAMESPACE
     register_gradient(f"{base}Bias{entry.op}", bias_grad)
     register_gradient(f"{base}Bias{entry.op}Grad", bias_grad_grad)
+    register_gradient(f"{base}Add{entry.op}", add_grad)
     register_gradient(f"{base}Gated{entry.op}", gated_grad)
     register_gradient(f"{base}Gated{entry.op}Grad", gated_grad_grad)
     register_gradient(f"{base}BiasGated{entry.op}", bias_gated_grad)

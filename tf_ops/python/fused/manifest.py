@@ -10,6 +10,6 @@ FAMILY = Family(
     gradients="tf_ops.python.fused.gradients",
     bench="tf_ops.bench.fused",
     patch=("dense",),
-    gpu_selftest=("gated-forward", "gated-grad", "bias-gated-forward", "bias-gated-grad"),
+    gpu_selftest=("add-forward", "gated-forward", "gated-grad", "bias-gated-forward", "bias-gated-grad"),
     docs="Fused bias and gated activations",
 )

@@ -9,7 +9,7 @@ from typing import Any, Callable
 # The families `patch_keras(only=...)` selects, and what each one patches.
 FAMILIES: dict[str, str] = {
     "activation": "activations by name, function or layer (keras.activations, Activation, "
-                  "ReLU, LeakyReLU, ELU)",
+                  "ReLU, LeakyReLU, ELU), and an Add with the ReLU after it in one op",
     "dense": "Dense's bias + activation in one op: its own activation, or an activation "
              "layer right after it; EinsumDense's bias of several axes in one BiasAdd",
     "batch_norm": "BatchNormalization, fused with an activation layer right after it; at "

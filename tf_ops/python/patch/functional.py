@@ -12,7 +12,10 @@ runner, patched, calls the first layer of each pair with the activation to fuse 
 context variable its patched ``call`` reads: `paired_activation`) and replaces the
 second layer's call by the identity. A pair is fused only where that is exact:
 - the first layer is Keras's ``BatchNormalization`` or ``Dense`` (bias, no activation
-  of its own, not quantized) whose class keeps the patched ``call``;
+  of its own, not quantized) whose class keeps the patched ``call``, or an add of two
+  tensors of one shape (``Add``; InceptionResNetV2's ``CustomScaleLayer``,
+  ``x + r * scale``) followed by an activation whose gradient its output gives (ReLU:
+  ResNet's add + ReLU, one ``TfOps>Add{Act}`` that keeps only the output, as Keras's);
 - the second is an activation layer tf_ops has a kernel for (`activations.of_layer`),
   with the same compute dtype;
 - within this model each layer is called once, the first layer's output feeds only the
@@ -50,6 +53,7 @@ from keras.src.layers.convolutional.base_depthwise_conv import BaseDepthwiseConv
 
 from tf_ops.python.batch_norm import folding as folding_math
 from tf_ops.python.activation.resolver import ActivationSpec, resolve
+from tf_ops.python.fused import functions as fused_functions
 from tf_ops.python.patch import activations, state, xla_cpu
 
 RUN_THROUGH_GRAPH = "keras.src.models.functional:Functional._run_through_graph"
@@ -57,6 +61,8 @@ BATCH_NORM_CALL = "keras.src.layers.normalization.batch_normalization:BatchNorma
 CONV_CALL = "keras.src.layers.convolutional.base_conv:BaseConv.call"
 DEPTHWISE_CONV_CALL = "keras.src.layers.convolutional.base_depthwise_conv:BaseDepthwiseConv.call"
 DENSE_CALL = "keras.src.layers.core.dense:Dense.call"
+ADD_MERGE = "keras.src.layers.merging.add:Add._merge_function"
+CUSTOM_SCALE_CALL = "keras.src.applications.inception_resnet_v2:CustomScaleLayer.call"
 
 _IDENTITY = resolve(None)
 _PAIRED: contextvars.ContextVar = contextvars.ContextVar("tf_ops_patch_paired", default=None)
@@ -88,7 +94,7 @@ class Pair:
     first: keras.layers.Layer
     second: keras.layers.Layer
     activation: ActivationSpec
-    family: str  # "batch_norm" or "dense"
+    family: str  # "batch_norm", "dense" or "activation" (an add)
 
 
 def _first_family(layer: keras.layers.Layer) -> str | None:
@@ -98,6 +104,12 @@ def _first_family(layer: keras.layers.Layer) -> str | None:
         patched = state.installed(BATCH_NORM_CALL)
         if patched is not None and kind.call is patched and not layer.renorm:
             return "batch_norm"
+    elif isinstance(layer, keras.layers.Add):
+        patched = state.installed(ADD_MERGE)
+        if patched is not None and kind._merge_function is patched:
+            return "activation"
+    elif kind.call is state.installed(CUSTOM_SCALE_CALL):  # InceptionResNetV2's
+        return "activation"
     elif isinstance(layer, keras.layers.Dense):
         patched = state.installed(DENSE_CALL)
         own = activations.of_function(layer.activation)
@@ -194,10 +206,25 @@ def find_pairs(function: Any, xla_on_cpu: bool = False) -> list[Pair]:
             continue
         family = _first_family(first)
         if (family is None or first.compute_dtype != second.compute_dtype
-                or (xla_on_cpu and family in xla_cpu.LEFT)):
+                or (xla_on_cpu and family in xla_cpu.LEFT)
+                or (family == "activation" and not _add_pairs(t, spec))):
             continue
         pairs.append(Pair(first, second, spec, family))
     return pairs
+
+
+def _add_pairs(t: Any, spec: ActivationSpec) -> bool:
+    """Whether an add (``Add``, ``CustomScaleLayer``) and the activation `spec` after it
+    run as one ``TfOps>Add{Act}``: two inputs of one shape, and an activation whose
+    gradient its output gives (ReLU's: then, as for Keras's add and ReLU, only the
+    output is kept for the backward pass; another activation's would keep both addends,
+    more memory than Keras's add for no fewer passes)."""
+    history = t._keras_history  # the add's output: its node in this graph
+    inputs = history.operation._inbound_nodes[history.node_index].input_tensors
+    return (spec.entry is not None
+            and fused_functions.output_gives_slope(spec.entry, dict(spec.attrs))
+            and len(inputs) == 2 and tuple(inputs[0].shape) == tuple(inputs[1].shape)
+            and inputs[0].dtype == inputs[1].dtype)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,7 @@ from tf_ops.python.batch_norm import layers as batch_norm_layers
 from tf_ops.python.activation.resolver import resolve
 from tf_ops.python.core.composite import xla_lowered
 from tf_ops.python.fused.dense import bias_activation_call, bias_add
+from tf_ops.python.fused import functions as fused_functions
 from tf_ops.python.norm import layers as norm_layers
 from tf_ops.python.patch import activations, convolution
 from tf_ops.python.patch.functional import folding, paired_activation
@@ -46,6 +47,44 @@ def _epsilon_reason(epsilon: Any, strictly_positive: bool) -> str | None:
         epsilon > 0 if strictly_positive else epsilon >= 0)
     return None if ok else f"epsilon={epsilon!r} (the ops need a finite epsilon " + (
         "> 0)" if strictly_positive else ">= 0)")
+
+
+# --- Add and the activation after it (a residual block's) ------------------------------
+
+def _add_activation(x, addend, spec) -> Any:
+    """f(x + addend) in one ``TfOps>Add{Act}`` where both have one static shape and
+    dtype the op takes; else None."""
+    if (not floating(x) or getattr(addend, "dtype", None) != x.dtype
+            or x.shape.rank is None or x.shape.as_list() != addend.shape.as_list()):
+        return None
+    return fused_functions.add_activation_op(spec.entry, x, addend, dict(spec.attrs), None)
+
+
+def make_add_merge(original: Callable) -> Callable:
+    """``Add._merge_function`` that, where the model's plan pairs the Add with the
+    activation layer after it, computes both in one op (two inputs of one shape);
+    otherwise Keras's sum, then the activation."""
+    def _merge_function(self, inputs):
+        spec = paired_activation(self)
+        if spec is None:
+            return original(self, inputs)
+        out = _add_activation(*inputs, spec) if len(inputs) == 2 else None
+        return out if out is not None else spec.apply(original(self, inputs))
+    return _merge_function
+
+
+def make_custom_scale_call(original: Callable) -> Callable:
+    """InceptionResNetV2's ``CustomScaleLayer.call`` (``x + r * scale``) that, paired
+    with the activation after it, computes ``f(x + r * scale)`` with the add in the
+    activation's op (``r * scale`` rounded first, as Keras's)."""
+    def call(self, inputs):
+        spec = paired_activation(self)
+        if spec is None:
+            return original(self, inputs)
+        x, r = inputs
+        out = _add_activation(x, r * self.scale, spec) if floating(r) else None
+        return out if out is not None else spec.apply(original(self, inputs))
+    return call
 
 
 # --- Dense ----------------------------------------------------------------------------

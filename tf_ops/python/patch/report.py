@@ -149,8 +149,10 @@ def _describe(layer, entries) -> tuple[str, str] | None:
                                  "Keras's: an XLA program)")
             return "left", (convolution.depthwise_reason_left(layer)
                             or "the conv family is not selected")
-        if target in (functional.CONV_CALL, functional.DEPTHWISE_CONV_CALL):
-            return None  # a convolution with no batch norm to fold: Keras's own
+        if target in (functional.CONV_CALL, functional.DEPTHWISE_CONV_CALL,
+                      functional.CUSTOM_SCALE_CALL):
+            return None  # a convolution with no batch norm to fold, an add with no
+            # activation to fuse: Keras's own
         if target == keras_hub_norms.TARGET and keras_hub_norms.is_container(layer):
             return None  # a block of layers, each reported on its own
         why = _TARGET_REASONS[target](layer) if target in _TARGET_REASONS else None
@@ -230,7 +232,8 @@ def summarize(model: keras.Model, entries: tuple[Entry, ...], note: str = "") ->
             continue
         pair = paired.get(id(layer))
         if pair is not None:
-            what = "batch norm" if pair.family == "batch_norm" else "bias"
+            what = {"batch_norm": "batch norm", "dense": "bias", "activation": "add"}[
+                pair.family]
             fused.append(Row(f"{layer.name} + {pair.second.name}",
                              f"{type(layer).__name__} + {type(pair.second).__name__}",
                              f"{what} + {activations.display_name(pair.activation)} in one op"))

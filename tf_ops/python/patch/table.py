@@ -49,11 +49,19 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(functional.DEPTHWISE_CONV_CALL, ("batch_norm",), keras_layers.make_conv_call,
           "a BatchNormalization after it folded in at inference: the kernel scaled, then "
           "one bias + activation op", label="keras.layers.DepthwiseConv1D/2D (+ batch norm)"),
-    # Both families fuse an activation layer into the layer before it.
-    Entry(functional.RUN_THROUGH_GRAPH, ("batch_norm", "dense"),
+    # --- an add and the ReLU after it (a residual block's), paired by the graph runner -
+    Entry(functional.ADD_MERGE, ("activation",), keras_layers.make_add_merge,
+          "with the activation layer after it (ReLU), one TfOps>Add{Act}: the sum never "
+          "in memory, only the output kept for the backward pass",
+          label="keras.layers.Add (+ the activation after it)"),
+    Entry(functional.CUSTOM_SCALE_CALL, ("activation",), keras_layers.make_custom_scale_call,
+          "x + r * scale with the activation layer after it in one TfOps>Add{Act}",
+          label="InceptionResNetV2's CustomScaleLayer (+ the activation after it)"),
+    # These families fuse an activation layer into the layer before it.
+    Entry(functional.RUN_THROUGH_GRAPH, ("activation", "batch_norm", "dense"),
           functional.make_run_through_graph,
-          "fuses an activation layer into the BatchNormalization or Dense before it, and "
-          "a BatchNormalization at inference into the convolution before it",
+          "fuses an activation layer into the BatchNormalization, Dense or Add before it, "
+          "and a BatchNormalization at inference into the convolution before it",
           label="functional models: layer + activation pairs, conv + batch norm folds"),
     # --- norm --------------------------------------------------------------------------
     Entry(f"{_LAYERS}.normalization.layer_normalization:LayerNormalization.call", ("norm",),
