@@ -53,10 +53,10 @@ NOTES = {
                    "(9.6e-3, patched 4.1e-5), on the third both 4.6e-5; the patched "
                    "forward is the closer one (3.7e-7 rms at that layer, stock 4.6e-7); "
                    "exact by the check's rule (an other input within 3x)",
-    "InceptionResNetV2": "at 75x75 its float32 run is itself 5-47% off float64 on three "
+    "InceptionResNetV2": "at 75x75 its float32 run is itself 3-44% off float64 on three "
                          "inputs (gradients; batch norms over 1x1 positions of a batch of "
-                         "2); the patched one 3.0x stock's on the first (0.153, 0.051), "
-                         "within it on the others (0.24 / 0.47, 0.28 / 0.20)",
+                         "2); the patched one 4.4x stock's on the first (0.141, 0.032), "
+                         "within 3x on the others (0.13 / 0.44, 0.14 / 0.09)",
     "Gemma3nBackbone CausalLM": "yes, to stock float32 (its rounding): keras-hub's "
                                 "Gemma3nCausalLM computes its logits with the tied embedding's "
                                 "initial value, captured as a constant when the functional "
