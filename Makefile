@@ -55,6 +55,11 @@ ifeq ($(origin CXX),default)
 export CXX := c++
 endif
 endif
+# TensorFlow turns its oneDNN kernels and allocator on by the CPU's kind (AVX-512 VNNI or
+# BF16, AMX) and off elsewhere (an AMD EPYC without AVX-512): on for every kind, so that the
+# tests, demo and benchmarks run the same TensorFlow everywhere (NCHW convolutions on the
+# CPU, allocator statistics for the peak-memory columns, the same matmul rounding).
+export TF_ENABLE_ONEDNN_OPTS ?= 1
 ENGINE_TEST_DIR ?= build-engine-test
 # ENGINE_TEST=0: `make test` without the engine's sanitizer test (CI's older-TensorFlow step:
 # the engine is TF-free and step 1 runs it).

@@ -15,6 +15,11 @@ searching beyond the fixed set: `pytest --hypothesis-profile=tf_ops-explore
 from __future__ import annotations
 
 import os
+
+# TensorFlow's oneDNN on for every CPU kind, before TensorFlow is imported (as the
+# Makefile does, for a plain `pytest`): without it (a CPU without AVX-512) TensorFlow has
+# no NCHW convolution on the CPU, no allocator statistics, and other matmul rounding.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 import shutil
 import subprocess
 import sys

@@ -133,6 +133,13 @@ def _step_peak_mib(fn, resident: int) -> float:
     largest over `_PEAK_CALLS` calls, plus `resident` bytes, in MiB."""
     import tensorflow as tf
 
+    try:
+        tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError as error:  # TensorFlow's default CPU allocator keeps no statistics
+        raise RuntimeError(
+            "peak memory needs TensorFlow's oneDNN allocator, which TensorFlow turns on "
+            "only on some CPUs: run with TF_ENABLE_ONEDNN_OPTS=1 (make bench-models sets "
+            "it) or --no-memory") from error
     peaks = []
     for _ in range(_PEAK_CALLS):
         before = tf.config.experimental.get_memory_info("CPU:0")["current"]
