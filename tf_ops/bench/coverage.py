@@ -53,10 +53,10 @@ NOTES = {
                    "(9.6e-3, patched 4.1e-5), on the third both 4.6e-5; the patched "
                    "forward is the closer one (3.7e-7 rms at that layer, stock 4.6e-7); "
                    "exact by the check's rule (an other input within 3x)",
-    "InceptionResNetV2": "at 75x75 its float32 run is itself 3-44% off float64 on three "
-                         "inputs (gradients; batch norms over 1x1 positions of a batch of "
-                         "2); the patched one 4.4x stock's on the first (0.141, 0.032), "
-                         "within 3x on the others (0.13 / 0.44, 0.14 / 0.09)",
+    "InceptionResNetV2": "at 75x75 its float32 run is itself 5% off float64 (gradients; "
+                         "batch norms over 1x1 positions of a batch of 2), the patched one "
+                         "15% (0.146, 0.050: 2.9x, within the check's 3x; with TensorFlow's "
+                         "oneDNN off, 4.4x on that input, within 3x on two others)",
     "Gemma3nBackbone CausalLM": "yes, to stock float32 (its rounding): keras-hub's "
                                 "Gemma3nCausalLM computes its logits with the tied embedding's "
                                 "initial value, captured as a constant when the functional "
