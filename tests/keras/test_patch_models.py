@@ -10,7 +10,8 @@ wrote (keras.applications, keras-hub; tf_ops/bench/model_zoo.py at its "test" si
 - files both ways: a .keras file saved while patched is stock Keras (a process without
   tf_ops loads it and gets the same outputs), and loaded while patched it runs fused;
 - 200 training steps follow the same loss curve (a CNN and a transformer; LLaMA's through
-  the patched fit step: its head and loss by head_cross_entropy).
+  the patched fit step: its head and loss by head_cross_entropy), or where the float32
+  curves part, the patched one stays as close to the float64 curve as stock's.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ CURVES = list(CURVE_OPTIMIZERS) if os.environ.get("TF_OPS_ALL_CURVES") == "1" el
 
 def _curve(b: model_zoo.Built, name: str, start: list, patched: bool) -> np.ndarray:
     """200 training steps' losses from `start`, stock or patched."""
-    restore(b.model, start)
+    restore(b.model, [np.asarray(v).astype(w.dtype) for v, w in zip(start, b.model.variables)])
     patch = tf_ops.patch_keras() if patched else None
     try:
         b.model.compile(optimizer=CURVE_OPTIMIZERS[name](), loss=b.loss, jit_compile=False)
@@ -163,6 +164,17 @@ def _curve(b: model_zoo.Built, name: str, start: list, patched: bool) -> np.ndar
     finally:
         if patch is not None:
             patch.undo()
+
+
+def _float64_curve(name: str, start: list) -> np.ndarray:
+    """Stock Keras's 200 steps in float64 from the same start: the curve both float32
+    runs approximate."""
+    keras.config.set_dtype_policy("float64")
+    try:
+        b64 = model_zoo.build(name, "test")
+    finally:
+        keras.config.set_dtype_policy("float32")
+    return _curve(b64, name, start, False)
 
 
 def _nudged(values: list[np.ndarray]) -> list[np.ndarray]:
@@ -182,22 +194,33 @@ def test_200_training_steps_follow_the_same_loss_curve(name, built):
         patched = _curve(b, name, start, True)
         assert stock[-1] < 0.5 * stock[0]  # it learns
 
-        def deviation(curve):
-            return np.abs(curve - stock) / np.maximum(np.abs(stock), 0.01 * stock[0])
+        def deviation(curve, base):
+            return np.abs(curve - base) / np.maximum(np.abs(base), 0.01 * base[0])
 
-        apart = deviation(patched)
+        apart = deviation(patched, stock)
         # The first steps agree to rounding whatever follows.
         assert apart[:3].max() < 1e-4, apart[:3]
         # Rounding-level apart all along: a bump of the curve (the loss rising for a
         # step) amplifies the difference there for a moment.
         if np.median(apart) < 1e-4 and apart.max() < 5e-3:
             return
+        # The float32 curves parted: the patched one stays as close to the float64 curve
+        # as stock's does. (With TensorFlow's oneDNN on an AMD EPYC without AVX-512,
+        # stock's MobileNetV3Small drifts 2e-3 from float64 and the patched 6e-5.)
+        reference = _float64_curve(name, start)
+        patched_off, stock_off = deviation(patched, reference), deviation(stock, reference)
+        if (np.median(patched_off) <= max(2 * np.median(stock_off), 1e-4)
+                and patched_off.max() <= max(2 * stock_off.max(), 5e-3)):
+            return
         # Where training amplifies any rounding difference (the small CNNs with SGD), the
         # patched curve is no farther from stock's than stock's own from a start one ulp
         # away (1e-2 and more: EfficientNetB0's, where the patched is 2e-3 away).
-        own = deviation(_curve(b, name, _nudged(start), False))
+        own = deviation(_curve(b, name, _nudged(start), False), stock)
         assert np.median(apart) <= 2 * np.median(own) and apart.max() <= 2 * own.max(), (
             f"patched apart: median {np.median(apart):.2e}, max {apart.max():.2e}; stock "
-            f"from a nudged start: median {np.median(own):.2e}, max {own.max():.2e}")
+            f"from a nudged start: median {np.median(own):.2e}, max {own.max():.2e}; from "
+            f"float64: patched median {np.median(patched_off):.2e}, max "
+            f"{patched_off.max():.2e}, stock median {np.median(stock_off):.2e}, max "
+            f"{stock_off.max():.2e}")
     finally:
         restore(b.model, start)
