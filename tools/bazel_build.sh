@@ -61,9 +61,12 @@ print(f"{lib}@{os.stat(lib).st_mtime_ns}")
 } > .tf_configure.bazelrc
 
 trap 'bazel shutdown 2>/dev/null || true' EXIT
-bazel build //tf_ops:_tf_ops.so
-bin=$(bazel info bazel-bin 2>/dev/null)
+# opt: the release library (-O3, as CMake's); TF_OPS_BAZEL_MODE=fastbuild builds the same
+# sources at -O0 (tf_ops/BUILD), which the Bazel build's test does: it checks the build.
+mode=${TF_OPS_BAZEL_MODE:-opt}
+bazel build --compilation_mode="$mode" //tf_ops:_tf_ops.so
+bin=$(bazel info --compilation_mode="$mode" bazel-bin 2>/dev/null)
 mkdir -p "$(dirname "$out")"
 # A copy, not a link: it survives `bazel clean` and the server's output base.
 install -m 0755 "$bin/tf_ops/_tf_ops.so" "$out"
-echo "tf_ops: built $out with Bazel (CPU kernels)"
+echo "tf_ops: built $out with Bazel (CPU kernels, $mode)"

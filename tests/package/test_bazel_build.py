@@ -1,7 +1,9 @@
 """The Bazel build: `make bazel-build` gives a working CPU op library.
 
 Runs the real build (it installs Debian's bazel-bootstrap when `bazel` is
-missing), then checks build-bazel/_tf_ops.so with tests/check_op_library.py in
+missing) in Bazel's fastbuild mode: the same sources, flags and link as the release
+(`-c opt`, what `make bazel-build` does) at -O0, which compiles the engines' vector loops
+~5x faster (tf_ops/BUILD), then checks build-bazel/_tf_ops.so with tests/check_op_library.py in
 a fresh Python process: this process has the CMake library loaded, and two
 copies of the same kernels in one process clash.
 """
@@ -38,7 +40,8 @@ def _bazel_servers() -> list[str]:
 @pytest.fixture(scope="module")
 def bazel_build() -> subprocess.CompletedProcess:
     result = subprocess.run(
-        ["make", "bazel-build"], cwd=ROOT, capture_output=True, text=True, timeout=3600
+        ["make", "bazel-build"], cwd=ROOT, capture_output=True, text=True, timeout=3600,
+        env={**os.environ, "TF_OPS_BAZEL_MODE": "fastbuild"},
     )
     assert result.returncode == 0, f"make bazel-build failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
     return result
@@ -47,6 +50,7 @@ def bazel_build() -> subprocess.CompletedProcess:
 def test_builds_the_library(bazel_build):
     assert LIBRARY.is_file()
     assert "Build completed successfully" in bazel_build.stderr + bazel_build.stdout
+    assert "(CPU kernels, fastbuild)" in bazel_build.stdout
 
 
 def test_bazel_server_is_shut_down(bazel_build):
