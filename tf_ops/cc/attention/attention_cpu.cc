@@ -1558,7 +1558,7 @@ TF_OPS_FOR_EACH_CPU_ISA(TF_OPS_ISA_VARIANT)
 #undef TF_OPS_ISA_VARIANT
 #undef TF_OPS_ATTENTION_GEMM
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && TF_OPS_AVX512_VARIANTS
 TF_OPS_ISA_ENTRY(TF_OPS_TARGET_AVX512_BF16) void GemmBf16Avx512(
     int64_t M, int64_t N, int64_t K2, const Bf* A, int64_t lda, const Pair* B,
     int64_t ldb, float* Cm, int64_t ldc, bool accumulate) {
@@ -1594,7 +1594,7 @@ TF_OPS_ISA_ENTRY(TF_OPS_TARGET_AVX512_BF16) void BackwardBf16(
 // bfloat16 with AVX512-BF16: the bfloat16-product engine; otherwise the
 // float engine of the active instruction set.
 void Forward(const ForwardCall& c, int64_t begin, int64_t end) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && TF_OPS_AVX512_VARIANTS
   if (c.dtype == Dtype::kBFloat16 && ActiveAvx512Bf16()) {
     return ForwardBf16(c, begin, end);
   }
@@ -1603,7 +1603,7 @@ void Forward(const ForwardCall& c, int64_t begin, int64_t end) {
 }
 
 void Backward(const BackwardCall& c, int64_t begin, int64_t end) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && TF_OPS_AVX512_VARIANTS
   if (c.dtype == Dtype::kBFloat16 && ActiveAvx512Bf16()) {
     return BackwardBf16(c, begin, end);
   }

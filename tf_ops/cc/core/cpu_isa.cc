@@ -14,7 +14,9 @@ namespace {
 CpuIsa Detect() {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  // A build without the AVX-512 variants (cpu_isa.h) runs its AVX2 ones.
+  if (TF_OPS_AVX512_VARIANTS && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("fma")) {
     return CpuIsa::kAvx512;

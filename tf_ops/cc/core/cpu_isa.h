@@ -68,7 +68,18 @@ bool SetAvx512Bf16(bool allowed);
   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16," \
                         "avx2,fma,f16c,bmi2,prefer-vector-width=512")))
 
+// A build may leave the AVX-512 variants out (-DTF_OPS_AVX512_VARIANTS=0): the
+// engine sanitizer test does on a CPU that could not run them, where they are a
+// third of its compile time and never called. The library always has them.
+#if !defined(TF_OPS_AVX512_VARIANTS)
 #if defined(__x86_64__)
+#define TF_OPS_AVX512_VARIANTS 1
+#else
+#define TF_OPS_AVX512_VARIANTS 0
+#endif
+#endif
+
+#if defined(__x86_64__) && TF_OPS_AVX512_VARIANTS
 #define TF_OPS_FOR_EACH_CPU_ISA(VARIANT)     \
   VARIANT(Baseline, , false)                 \
   VARIANT(Avx2, TF_OPS_TARGET_AVX2, true)    \
@@ -81,6 +92,15 @@ bool SetAvx512Bf16(bool allowed);
       return Name##Avx2(__VA_ARGS__);         \
     case ::tf_ops::CpuIsa::kBaseline:         \
       break;                                  \
+  }                                           \
+  return Name##Baseline(__VA_ARGS__);
+#elif defined(__x86_64__)
+#define TF_OPS_FOR_EACH_CPU_ISA(VARIANT)     \
+  VARIANT(Baseline, , false)                 \
+  VARIANT(Avx2, TF_OPS_TARGET_AVX2, true)
+#define TF_OPS_CPU_ISA_DISPATCH(Name, ...)    \
+  if (::tf_ops::ActiveCpuIsa() != ::tf_ops::CpuIsa::kBaseline) { \
+    return Name##Avx2(__VA_ARGS__);           \
   }                                           \
   return Name##Baseline(__VA_ARGS__);
 #else

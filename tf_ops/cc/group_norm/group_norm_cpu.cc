@@ -289,37 +289,69 @@ void GradApply(const Op& op, const GroupNormTiling& t,
   }
 }
 
-#define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                  \
-  TF_OPS_ISA_ENTRY(TARGET) void GroupSums##Suffix(          \
-      Dtype dtype, const GroupNormTiling& t, const GroupNormBuffers& io,     \
+// Each (storage, activation) loop is its own flattened entry, compiled for
+// TARGET; the functions that pick one by dtype and activation are plain. One
+// flattened function holding every pair compiled many times slower (the
+// sanitizer build above all) for the same machine code.
+#define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                             \
+  template <typename S>                                                      \
+  TF_OPS_ISA_ENTRY(TARGET) void GroupSumsOf##Suffix(                         \
+      const GroupNormTiling& t, const GroupNormBuffers& io, int64_t begin,   \
+      int64_t end) {                                                         \
+    Sums<S>(t, io, begin, end);                                              \
+  }                                                                          \
+  template <typename S, typename Op>                                         \
+  TF_OPS_ISA_ENTRY(TARGET) void GroupApplyOf##Suffix(                        \
+      const Op& op, const GroupNormTiling& t, const GroupNormBuffers& io,    \
       int64_t begin, int64_t end) {                                          \
-    WithStorage(dtype,                                                       \
-                [&](auto s) { Sums<decltype(s)>(t, io, begin, end); });      \
+    Apply<S>(op, t, io, begin, end);                                         \
   }                                                                          \
-  TF_OPS_ISA_ENTRY(TARGET) void GroupApply##Suffix(         \
-      const ActivationChoice& act, Dtype dtype, const GroupNormTiling& t, \
-      const GroupNormBuffers& io, int64_t begin, int64_t end) {              \
+  template <typename S, typename Op>                                         \
+  TF_OPS_ISA_ENTRY(TARGET) void GroupGradSumsOf##Suffix(                     \
+      const Op& op, const GroupNormTiling& t, const GroupNormBuffers& io,    \
+      int64_t begin, int64_t end) {                                          \
+    GradSums<S>(op, t, io, begin, end);                                      \
+  }                                                                          \
+  template <typename S, typename Op>                                         \
+  TF_OPS_ISA_ENTRY(TARGET) void GroupGradApplyOf##Suffix(                    \
+      const Op& op, const GroupNormTiling& t, const GroupNormBuffers& io,    \
+      int64_t begin, int64_t end) {                                          \
+    GradApply<S>(op, t, io, begin, end);                                     \
+  }                                                                          \
+  void GroupSums##Suffix(Dtype dtype, const GroupNormTiling& t,              \
+                         const GroupNormBuffers& io, int64_t begin,          \
+                         int64_t end) {                                      \
+    WithStorage(dtype, [&](auto s) {                                         \
+      GroupSumsOf##Suffix<decltype(s)>(t, io, begin, end);                   \
+    });                                                                      \
+  }                                                                          \
+  void GroupApply##Suffix(const ActivationChoice& act, Dtype dtype,          \
+                          const GroupNormTiling& t,                          \
+                          const GroupNormBuffers& io, int64_t begin,         \
+                          int64_t end) {                                     \
     WithStorage(dtype, [&](auto s) {                                         \
       WithActivation(act, [&](const auto& op) {                              \
-        Apply<decltype(s)>(op, t, io, begin, end);                           \
+        GroupApplyOf##Suffix<decltype(s)>(op, t, io, begin, end);            \
       });                                                                    \
     });                                                                      \
   }                                                                          \
-  TF_OPS_ISA_ENTRY(TARGET) void GroupGradSums##Suffix(      \
-      const ActivationChoice& act, Dtype dtype, const GroupNormTiling& t, \
-      const GroupNormBuffers& io, int64_t begin, int64_t end) {              \
+  void GroupGradSums##Suffix(const ActivationChoice& act, Dtype dtype,       \
+                             const GroupNormTiling& t,                       \
+                             const GroupNormBuffers& io, int64_t begin,      \
+                             int64_t end) {                                  \
     WithStorage(dtype, [&](auto s) {                                         \
       WithActivation(act, [&](const auto& op) {                              \
-        GradSums<decltype(s)>(op, t, io, begin, end);                        \
+        GroupGradSumsOf##Suffix<decltype(s)>(op, t, io, begin, end);         \
       });                                                                    \
     });                                                                      \
   }                                                                          \
-  TF_OPS_ISA_ENTRY(TARGET) void GroupGradApply##Suffix(     \
-      const ActivationChoice& act, Dtype dtype, const GroupNormTiling& t, \
-      const GroupNormBuffers& io, int64_t begin, int64_t end) {              \
+  void GroupGradApply##Suffix(const ActivationChoice& act, Dtype dtype,      \
+                              const GroupNormTiling& t,                      \
+                              const GroupNormBuffers& io, int64_t begin,     \
+                              int64_t end) {                                 \
     WithStorage(dtype, [&](auto s) {                                         \
       WithActivation(act, [&](const auto& op) {                              \
-        GradApply<decltype(s)>(op, t, io, begin, end);                       \
+        GroupGradApplyOf##Suffix<decltype(s)>(op, t, io, begin, end);        \
       });                                                                    \
     });                                                                      \
   }
