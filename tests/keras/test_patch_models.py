@@ -74,14 +74,19 @@ def built():
     return get
 
 
+def _build_float64(name: str) -> model_zoo.Built:
+    """The same model in float64 (its own random weights: assign the float32 ones)."""
+    keras.config.set_dtype_policy("float64")
+    try:
+        return model_zoo.build(name, "test")
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_matches_stock_keras_to_float32_rounding(name, built):
     b = built(name)
-    keras.config.set_dtype_policy("float64")
-    try:
-        b64 = model_zoo.build(name, "test")
-    finally:
-        keras.config.set_dtype_policy("float32")
+    b64 = _build_float64(name)
     for v64, v in zip(b64.model.variables, b.model.variables):
         v64.assign(np.asarray(v.numpy()).astype(v64.dtype))
     # Training (batch statistics), and inference (the batch norms folded into the
@@ -169,12 +174,7 @@ def _curve(b: model_zoo.Built, name: str, start: list, patched: bool) -> np.ndar
 def _float64_curve(name: str, start: list) -> np.ndarray:
     """Stock Keras's 200 steps in float64 from the same start: the curve both float32
     runs approximate."""
-    keras.config.set_dtype_policy("float64")
-    try:
-        b64 = model_zoo.build(name, "test")
-    finally:
-        keras.config.set_dtype_policy("float32")
-    return _curve(b64, name, start, False)
+    return _curve(_build_float64(name), name, start, False)
 
 
 def _nudged(values: list[np.ndarray]) -> list[np.ndarray]:

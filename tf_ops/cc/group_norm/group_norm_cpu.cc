@@ -289,9 +289,33 @@ void GradApply(const Op& op, const GroupNormTiling& t,
   }
 }
 
-// Each (storage, activation) loop is its own flattened entry, compiled for
-// TARGET; the functions that pick one by dtype and activation are plain. One
-// flattened function holding every pair compiled many times slower (the
+// The passes that take an activation, as types: one entry and one picker below
+// serve them all.
+struct ApplyPass {
+  template <typename S, typename Op>
+  static void Run(const Op& op, const GroupNormTiling& t,
+                  const GroupNormBuffers& io, int64_t begin, int64_t end) {
+    Apply<S>(op, t, io, begin, end);
+  }
+};
+struct GradSumsPass {
+  template <typename S, typename Op>
+  static void Run(const Op& op, const GroupNormTiling& t,
+                  const GroupNormBuffers& io, int64_t begin, int64_t end) {
+    GradSums<S>(op, t, io, begin, end);
+  }
+};
+struct GradApplyPass {
+  template <typename S, typename Op>
+  static void Run(const Op& op, const GroupNormTiling& t,
+                  const GroupNormBuffers& io, int64_t begin, int64_t end) {
+    GradApply<S>(op, t, io, begin, end);
+  }
+};
+
+// Each (pass, storage, activation) loop is its own flattened entry, compiled
+// for TARGET; the functions that pick one by dtype and activation are plain.
+// One flattened function holding every pair compiled many times slower (the
 // sanitizer build above all) for the same machine code.
 #define TF_OPS_ISA_VARIANT(Suffix, TARGET, F16C)                             \
   template <typename S>                                                      \
@@ -300,23 +324,11 @@ void GradApply(const Op& op, const GroupNormTiling& t,
       int64_t end) {                                                         \
     Sums<S>(t, io, begin, end);                                              \
   }                                                                          \
-  template <typename S, typename Op>                                         \
-  TF_OPS_ISA_ENTRY(TARGET) void GroupApplyOf##Suffix(                        \
+  template <typename Pass, typename S, typename Op>                          \
+  TF_OPS_ISA_ENTRY(TARGET) void GroupPassOf##Suffix(                         \
       const Op& op, const GroupNormTiling& t, const GroupNormBuffers& io,    \
       int64_t begin, int64_t end) {                                          \
-    Apply<S>(op, t, io, begin, end);                                         \
-  }                                                                          \
-  template <typename S, typename Op>                                         \
-  TF_OPS_ISA_ENTRY(TARGET) void GroupGradSumsOf##Suffix(                     \
-      const Op& op, const GroupNormTiling& t, const GroupNormBuffers& io,    \
-      int64_t begin, int64_t end) {                                          \
-    GradSums<S>(op, t, io, begin, end);                                      \
-  }                                                                          \
-  template <typename S, typename Op>                                         \
-  TF_OPS_ISA_ENTRY(TARGET) void GroupGradApplyOf##Suffix(                    \
-      const Op& op, const GroupNormTiling& t, const GroupNormBuffers& io,    \
-      int64_t begin, int64_t end) {                                          \
-    GradApply<S>(op, t, io, begin, end);                                     \
+    Pass::template Run<S>(op, t, io, begin, end);                            \
   }                                                                          \
   void GroupSums##Suffix(Dtype dtype, const GroupNormTiling& t,              \
                          const GroupNormBuffers& io, int64_t begin,          \
@@ -325,33 +337,14 @@ void GradApply(const Op& op, const GroupNormTiling& t,
       GroupSumsOf##Suffix<decltype(s)>(t, io, begin, end);                   \
     });                                                                      \
   }                                                                          \
-  void GroupApply##Suffix(const ActivationChoice& act, Dtype dtype,          \
-                          const GroupNormTiling& t,                          \
-                          const GroupNormBuffers& io, int64_t begin,         \
-                          int64_t end) {                                     \
+  template <typename Pass>                                                   \
+  void GroupPass##Suffix(Pass, const ActivationChoice& act, Dtype dtype,     \
+                         const GroupNormTiling& t,                           \
+                         const GroupNormBuffers& io, int64_t begin,          \
+                         int64_t end) {                                      \
     WithStorage(dtype, [&](auto s) {                                         \
       WithActivation(act, [&](const auto& op) {                              \
-        GroupApplyOf##Suffix<decltype(s)>(op, t, io, begin, end);            \
-      });                                                                    \
-    });                                                                      \
-  }                                                                          \
-  void GroupGradSums##Suffix(const ActivationChoice& act, Dtype dtype,       \
-                             const GroupNormTiling& t,                       \
-                             const GroupNormBuffers& io, int64_t begin,      \
-                             int64_t end) {                                  \
-    WithStorage(dtype, [&](auto s) {                                         \
-      WithActivation(act, [&](const auto& op) {                              \
-        GroupGradSumsOf##Suffix<decltype(s)>(op, t, io, begin, end);         \
-      });                                                                    \
-    });                                                                      \
-  }                                                                          \
-  void GroupGradApply##Suffix(const ActivationChoice& act, Dtype dtype,      \
-                              const GroupNormTiling& t,                      \
-                              const GroupNormBuffers& io, int64_t begin,     \
-                              int64_t end) {                                 \
-    WithStorage(dtype, [&](auto s) {                                         \
-      WithActivation(act, [&](const auto& op) {                              \
-        GroupGradApplyOf##Suffix<decltype(s)>(op, t, io, begin, end);        \
+        GroupPassOf##Suffix<Pass, decltype(s)>(op, t, io, begin, end);       \
       });                                                                    \
     });                                                                      \
   }
@@ -386,19 +379,22 @@ void CpuGroupNormSums(Dtype dtype, const GroupNormTiling& t,
 void CpuGroupNormApply(const ActivationChoice& act, Dtype dtype,
                        const GroupNormTiling& t, const GroupNormBuffers& io,
                        int64_t begin, int64_t end) {
-  TF_OPS_CPU_ISA_DISPATCH(GroupApply, act, dtype, t, io, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(GroupPass, ApplyPass{}, act, dtype, t, io,
+                          begin, end)
 }
 
 void CpuGroupNormGradSums(const ActivationChoice& act, Dtype dtype,
                           const GroupNormTiling& t, const GroupNormBuffers& io,
                           int64_t begin, int64_t end) {
-  TF_OPS_CPU_ISA_DISPATCH(GroupGradSums, act, dtype, t, io, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(GroupPass, GradSumsPass{}, act, dtype, t, io,
+                          begin, end)
 }
 
 void CpuGroupNormGradApply(const ActivationChoice& act, Dtype dtype,
                            const GroupNormTiling& t, const GroupNormBuffers& io,
                            int64_t begin, int64_t end) {
-  TF_OPS_CPU_ISA_DISPATCH(GroupGradApply, act, dtype, t, io, begin, end)
+  TF_OPS_CPU_ISA_DISPATCH(GroupPass, GradApplyPass{}, act, dtype, t, io,
+                          begin, end)
 }
 
 void CpuGroupNormStats(Dtype dtype, const GroupNormTiling& t, double epsilon,
