@@ -44,6 +44,7 @@
 #include "tf_ops/cc/core/cpu_isa.h"
 #include "tf_ops/cc/core/cpu_storage.h"
 #include "tf_ops/cc/core/fast_math.h"
+#include "tf_ops/cc/core/row_max.h"
 
 namespace tf_ops {
 namespace attention {
@@ -229,23 +230,6 @@ struct Lanes {
     return v[0];
   }
 };
-
-// max(start, row[0..n)); NaN is passed over. The lanes are one vector: GCC
-// does not vectorise the select of an array of lanes.
-template <typename C>
-C RowMax(const C* row, int64_t n, C start) {
-  using L = Lanes<C>;
-  typename L::V lanes = typename L::V{} + start;
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes) {
-    typename L::V x;
-    std::memcpy(&x, row + c, sizeof(x));
-    lanes = x > lanes ? x : lanes;
-  }
-  C m = L::Max(lanes);
-  for (; c < n; ++c) m = row[c] > m ? row[c] : m;
-  return m;
-}
 
 // row[c] = e^(row[c] - mx) for c < n; returns their sum.
 template <typename C>

@@ -32,6 +32,7 @@
 #include "tf_ops/cc/core/cpu_isa.h"
 #include "tf_ops/cc/core/cpu_storage.h"
 #include "tf_ops/cc/core/float_blocks.h"
+#include "tf_ops/cc/core/row_max.h"
 #include "tf_ops/cc/softmax/softmax_math.h"
 
 namespace tf_ops {
@@ -41,43 +42,6 @@ using softmax::CrossEntropyParams;
 using softmax::NegInf;
 
 constexpr int kLanes = 16;
-
-// 32 bytes of C as a GCC/Clang vector: the max pass is written with it
-// because GCC keeps a lane-wise `v > m ? v : m` scalar (it becomes a vector
-// max only under -ffinite-math-only); `?:` on these vectors is a compare and
-// blend, or vmaxps, on every target.
-template <typename C>
-struct Vector32 {
-  typedef C type __attribute__((vector_size(32)));
-};
-
-// max over j in [0, n) of v[j] (NaN ignored: it reaches the sum instead).
-template <typename C>
-C RowMax(const C* v, int64_t n) {
-  using V = typename Vector32<C>::type;
-  constexpr int kWidth = 32 / sizeof(C);
-  constexpr int kVectors = kLanes / kWidth;
-  V acc[kVectors];
-  for (int k = 0; k < kVectors; ++k) {
-    for (int l = 0; l < kWidth; ++l) acc[k][l] = NegInf<C>();
-  }
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int k = 0; k < kVectors; ++k) {
-      V x;
-      std::memcpy(&x, v + j + k * kWidth, sizeof(V));
-      acc[k] = x > acc[k] ? x : acc[k];
-    }
-  }
-  C lanes[kLanes];
-  std::memcpy(lanes, acc, sizeof(lanes));
-  for (int l = 0; j + l < n; ++l) {
-    lanes[l] = v[j + l] > lanes[l] ? v[j + l] : lanes[l];
-  }
-  C m = lanes[0];
-  for (int l = 1; l < kLanes; ++l) m = lanes[l] > m ? lanes[l] : m;
-  return m;
-}
 
 // sum over j in [0, n) of term(j), in lanes added in a fixed order. term may
 // store to the row it reads (element j only).
@@ -188,7 +152,7 @@ void SoftmaxRows(const void* xv, void* yv, int64_t cols, bool log,
     const C* x = RowIn<Io>(static_cast<const T*>(xv) + r * cols, cols, 0);
     T* y = static_cast<T*>(yv) + r * cols;
     C* out = RowOut<Io>(y, cols, 0);  // may be x: element for element
-    const C m = RowMax<C>(x, cols);
+    const C m = RowMax<C>(x, cols, NegInf<C>());
     if (log) {
       const C s = RowSum<C>(cols, [&](int64_t j) { return Exp(x[j] - m); });
       const C lse = m + softmax::Log(s);
@@ -325,7 +289,7 @@ void MaskedSoftmaxRows(const void* xv, const MaskLayout& layout, float scale,
       fill([&](int64_t j) { return x[j]; });
     }
     for (int64_t j = kept_end; j < cols; ++j) v[j] = NegInf<C>();
-    const C mx = RowMax<C>(v, cols);
+    const C mx = RowMax<C>(v, cols, NegInf<C>());
     if (mx == NegInf<C>()) {
       // Nothing kept above -inf: zeros if some position is masked (Keras),
       // else every logit is -inf and the row is NaN (TensorFlow's softmax).
@@ -390,7 +354,7 @@ void CrossEntropyRows(const void* xv, const void* labels, bool labels64,
     const C x_label = x[t];
     const C x_sum =
         eps > C(0) ? RowSum<C>(cols, [&](int64_t j) { return x[j]; }) : C(0);
-    const C mx = RowMax<C>(x, cols);
+    const C mx = RowMax<C>(x, cols, NegInf<C>());
     const C s = ExpSum<C>(x, mx, out, cols);
     const C lse = mx + softmax::Log(s);
     *loss = S::Store(
