@@ -72,6 +72,28 @@ def test_families_and_undo_restore_keras():
         tf_ops.patch_keras(only=("pooling",))
 
 
+
+def test_reentering_reuses_replacements_until_keras_changes():
+    # The benchmarks enter the patch at every step: its wrappers are built once, and
+    # built again only where the attribute no longer holds what they replaced.
+    with tf_ops.patch_keras():
+        first = keras.layers.LayerNormalization.call
+    with tf_ops.patch_keras():
+        assert keras.layers.LayerNormalization.call is first
+    stock = keras.layers.LayerNormalization.__dict__["call"]
+
+    def someone_elses(self, *args, **kwargs):
+        return stock(self, *args, **kwargs)
+
+    keras.layers.LayerNormalization.call = someone_elses
+    try:
+        with tf_ops.patch_keras():
+            rebuilt = keras.layers.LayerNormalization.call
+            assert rebuilt is not first and rebuilt.__tf_ops_patch__
+        assert keras.layers.LayerNormalization.__dict__["call"] is someone_elses
+    finally:
+        keras.layers.LayerNormalization.call = stock
+
 def test_report_says_what_was_patched_and_what_was_left(capsys):
     with tf_ops.patch_keras(exclude=("loss",), report=True) as patch:
         printed = capsys.readouterr().out

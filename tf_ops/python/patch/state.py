@@ -10,6 +10,11 @@ replaced it since, which is then left alone. Under ``jit_compile`` on the CPU an
 of the families `xla_cpu.LEFT` names calls what it replaced. `generation` changes with
 every change of what is installed: caches that depend on it (the functional fusion
 plans) compare it.
+
+Installing again what was installed before reuses that replacement where the attribute
+still holds what it replaced: `patch_keras()` may be entered at every step (the
+benchmarks interleave stock and patched steps so), and building ~130 wrappers each time
+cost more than a small model's step gains.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ class _Installed:
 
 
 _installed: dict[str, _Installed] = {}
+# target -> (the raw attribute it replaced, the replacement built for it): reused while
+# the attribute holds that same object.
+_built: dict[str, tuple[Any, Callable]] = {}
+_resolved: dict[str, tuple[Any, str]] = {}
 _groups: dict[str, tuple[str, ...]] = {}  # a discovering entry's target -> what it installed
 generation = 0
 
@@ -54,12 +63,15 @@ def active_families() -> tuple[str, ...]:
 def resolve_target(target: str) -> tuple[Any, str]:
     """``"pkg.module:Class.attr"`` -> (the class or module, ``"attr"``); ImportError
     or AttributeError where the package or the name is missing."""
+    if target in _resolved:
+        return _resolved[target]
     module_name, _, path = target.partition(":")
     owner: Any = importlib.import_module(module_name)
     *parents, attribute = path.split(".")
     for name in parents:
         owner = getattr(owner, name)
     getattr(owner, attribute)  # AttributeError if Keras renamed it
+    _resolved[target] = owner, attribute
     return owner, attribute
 
 
@@ -76,12 +88,17 @@ def _install(entry: Entry) -> None:
 def _install_one(entry: Entry, target: str) -> None:
     owner, attribute = resolve_target(target)
     had_own = attribute in vars(owner)
-    raw = inspect.getattr_static(owner, attribute)
-    original: Callable = getattr(owner, attribute)
-    if isinstance(raw, staticmethod):
-        original = raw.__func__
-    replacement = xla_cpu.stepping_aside(entry.replacement(original), original)
-    replacement.__tf_ops_patch__ = entry.target
+    raw = vars(owner)[attribute] if had_own else inspect.getattr_static(owner, attribute)
+    built = _built.get(target)
+    if built is not None and built[0] is raw:
+        replacement = built[1]
+    else:
+        original: Callable = getattr(owner, attribute)
+        if isinstance(raw, staticmethod):
+            original = raw.__func__
+        replacement = xla_cpu.stepping_aside(entry.replacement(original), original)
+        replacement.__tf_ops_patch__ = entry.target
+        _built[target] = raw, replacement
     setattr(owner, attribute, staticmethod(replacement) if isinstance(raw, staticmethod)
             else replacement)
     _installed[target] = _Installed(owner, attribute, had_own, raw, replacement)
@@ -93,7 +110,7 @@ def _uninstall(target: str) -> None:
     done = _installed.pop(target, None)
     if done is None:
         return
-    current = inspect.getattr_static(done.owner, done.attribute, None)
+    current = vars(done.owner).get(done.attribute)  # installed as the owner's own
     if isinstance(current, staticmethod):
         current = current.__func__
     if current is not done.replacement:
