@@ -106,40 +106,69 @@ struct Gemm {
     }
   }
 
-  template <int R>
-  static void TailTile(int64_t K, int64_t cols, const C* A, int64_t lda,
-                       int64_t ak, const C* B, int64_t ldb, C* Cm,
-                       int64_t ldc, bool accumulate) {
-    C acc[R][kCols];
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < kCols; ++c) {
-        acc[r][c] = accumulate && c < cols ? Cm[r * ldc + c] : C(0);
-      }
-    }
-    for (int64_t k = 0; k < K; ++k) {
-      C b[kCols];
-      for (int c = 0; c < kCols; ++c) b[c] = c < cols ? B[k * ldb + c] : C(0);
-      for (int r = 0; r < R; ++r) {
-        const C a = A[r * lda + k * ak];
-        for (int c = 0; c < kCols; ++c) acc[r][c] += a * b[c];
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < cols; ++c) Cm[r * ldc + c] = acc[r][c];
-    }
-  }
-
+  // C's full kCols-wide column blocks of R rows.
   template <int R, bool kUnit>
   static void Rows(int64_t N, int64_t K, const C* A, int64_t lda, int64_t ak,
                    const C* B, int64_t ldb, C* Cm, int64_t ldc,
                    bool accumulate) {
-    int64_t n = 0;
-    for (; n + kCols <= N; n += kCols) {
+    for (int64_t n = 0; n + kCols <= N; n += kCols) {
       Tile<R, kUnit>(K, A, lda, ak, B + n, ldb, Cm + n, ldc, accumulate);
     }
-    if (n < N) {
-      TailTile<R>(K, N - n, A, lda, ak, B + n, ldb, Cm + n, ldc, accumulate);
+  }
+
+  template <bool kUnit>
+  static void TileOfRows(int64_t rows, int64_t K, const C* A, int64_t lda,
+                         int64_t ak, const C* B, int64_t ldb, C* Cm,
+                         int64_t ldc, bool accumulate) {
+    switch (rows) {
+      case 6: Tile<6, kUnit>(K, A, lda, ak, B, ldb, Cm, ldc, accumulate); break;
+      case 5: Tile<5, kUnit>(K, A, lda, ak, B, ldb, Cm, ldc, accumulate); break;
+      case 4: Tile<4, kUnit>(K, A, lda, ak, B, ldb, Cm, ldc, accumulate); break;
+      case 3: Tile<3, kUnit>(K, A, lda, ak, B, ldb, Cm, ldc, accumulate); break;
+      case 2: Tile<2, kUnit>(K, A, lda, ak, B, ldb, Cm, ldc, accumulate); break;
+      case 1: Tile<1, kUnit>(K, A, lda, ak, B, ldb, Cm, ldc, accumulate); break;
+      default: break;
     }
+  }
+
+  // The last `cols` (< kCols) columns of C: B's copied into a block
+  // zero-padded to kCols (kChunk of its rows at a time) and C's into a tile,
+  // so they run the register tile too, where a loop over the columns left
+  // was scalar code (65 keys: one column left, over half of the product's
+  // time). k is still added in order: the columns are what Tile would give.
+  template <bool kUnit>
+  static void Tail(int64_t M, int64_t cols, int64_t K, const C* A,
+                   int64_t lda, int64_t ak, const C* B, int64_t ldb, C* Cm,
+                   int64_t ldc, bool accumulate) {
+    static_assert(kRows == 6, "TileOfRows takes 1 to 6 rows");
+    constexpr int64_t kChunk = 128;
+    alignas(64) C b[kChunk * kCols];
+    alignas(64) C c[kRows * kCols];
+    int64_t k0 = 0;
+    do {
+      const int64_t kn = std::min(kChunk, K - k0);
+      for (int64_t k = 0; k < kn; ++k) {
+        for (int64_t j = 0; j < kCols; ++j) {
+          b[k * kCols + j] = j < cols ? B[(k0 + k) * ldb + j] : C(0);
+        }
+      }
+      const bool add = accumulate || k0 > 0;
+      for (int64_t m = 0; m < M; m += kRows) {
+        const int64_t rows = std::min<int64_t>(kRows, M - m);
+        C* out = Cm + m * ldc;
+        for (int64_t i = 0; i < rows; ++i) {
+          for (int64_t j = 0; j < kCols; ++j) {
+            c[i * kCols + j] = add && j < cols ? out[i * ldc + j] : C(0);
+          }
+        }
+        TileOfRows<kUnit>(rows, kn, A + m * lda + k0 * ak, lda, ak, b, kCols,
+                          c, kCols, add);
+        for (int64_t i = 0; i < rows; ++i) {
+          for (int64_t j = 0; j < cols; ++j) out[i * ldc + j] = c[i * kCols + j];
+        }
+      }
+      k0 += kChunk;
+    } while (k0 < K);
   }
 
   template <bool kUnit>
@@ -160,6 +189,11 @@ struct Gemm {
       case 2: Rows<2, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
       case 1: Rows<1, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
       default: break;
+    }
+    const int64_t full = N - N % kCols;
+    if (full < N && M > 0) {
+      Tail<kUnit>(M, N - full, K, A, lda, ak, B + full, ldb, Cm + full, ldc,
+                  accumulate);
     }
   }
 
