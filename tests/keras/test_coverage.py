@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 def test_models_md_is_what_the_zoo_gives(tmp_path):
     pytest.importorskip("keras_hub")
-    rows = coverage.run_all(int(os.environ.get("TF_OPS_COVERAGE_JOBS", "2")), False, tmp_path)
+    rows = coverage.run_all(int(os.environ.get("TF_OPS_COVERAGE_JOBS", "2")), tmp_path)
     crashed = [(r["name"], r["why"], r.get("trace")) for r in rows if r["status"] == "crashed"]
     assert not crashed, crashed
     inexact = {r["name"]: (r["stock"], r["patched"]) for r in rows

@@ -7,6 +7,7 @@ and how attention runs; ``docs/models.md`` is its output.
     python -m tf_ops.bench.coverage --group hub:0/4 --json out.json   # one group
     python -m tf_ops.bench.coverage --speed         # also the train-step speed-ups
                                                     # (without: the doc's are kept)
+    python -m tf_ops.bench.coverage --speed --reuse # only they, on the last run's rows
 
 Each group runs in a process of its own (``--all`` starts them), so memory and
 Keras's global state stay per group. Exact: the patched float32 forward and backward
@@ -410,7 +411,7 @@ def speed(name: str, source: str, budget: float = 20.0) -> dict[str, Any]:
     import numpy as np
 
     import tf_ops
-    from tf_ops.bench import zoo_build
+    from tf_ops.bench import machine, zoo_build
     from tf_ops.bench.timing import ratio_quartiles, time_interleaved
 
     build = zoo_build.build_hub if source == "keras-hub" else zoo_build.build_application
@@ -441,23 +442,32 @@ def speed(name: str, source: str, budget: float = 20.0) -> dict[str, Any]:
     return {"name": name, "speedup": round(mid, 3), "low": round(low, 3),
             "high": round(high, 3), "stock_ms": round(timings["stock"].median * 1e3, 2),
             "patched_ms": round(timings["patched"].median * 1e3, 2),
-            "rounds": len(timings["stock"].samples)}
+            "rounds": len(timings["stock"].samples), "machine": machine.describe()}
 
 
-def run_group(group: str, with_speed: bool) -> list[dict]:
+def run_group(group: str) -> list[dict]:
     source = "keras-hub" if group.startswith("hub") else "keras.applications"
     rows = []
     for name in names_of(group):
         row = check(name, source)
         print(f"{row['status']:<9} {name} ({row.get('seconds', 0)} s) "
               f"{row.get('why', '')}", file=sys.stderr, flush=True)
-        if with_speed and name in SPEED and row["status"] == "checked":
-            row["speed"] = speed(name, source)
         rows.append(row)
     return rows
 
 
-def run_all(jobs: int, with_speed: bool, out_dir: Path, reuse: bool = False) -> list[dict]:
+def measure_speed(rows: list[dict]) -> None:
+    """Adds the train-step speed-up to the `SPEED` rows that were checked: one model at
+    a time, in this process, after the groups (timed beside another group's process,
+    a row measured that process's load as much as the model)."""
+    for row in rows:
+        if row["name"] in SPEED and row["status"] == "checked":
+            row["speed"] = speed(row["name"], row["source"])
+            print(f"speed     {row['name']}: {row['speed']['speedup']}x", file=sys.stderr,
+                  flush=True)
+
+
+def run_all(jobs: int, out_dir: Path, reuse: bool = False) -> list[dict]:
     """Every group, each in a subprocess, `jobs` at a time (`reuse`: a group whose rows
     `out_dir` holds already is not run again)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -469,7 +479,7 @@ def run_all(jobs: int, with_speed: bool, out_dir: Path, reuse: bool = False) -> 
         if reuse and path.exists():
             return json.loads(path.read_text())
         command = [sys.executable, "-m", "tf_ops.bench.coverage", "--group", group,
-                   "--json", str(path)] + (["--speed"] if with_speed else [])
+                   "--json", str(path)]
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"group {group} failed:\n{done.stderr[-4000:]}")
@@ -617,7 +627,9 @@ def markdown(rows: list[dict], seconds: float | None = None) -> str:
         lines += ["## Train step speed-up (graph mode, small size, this machine)", "",
                   "Stock time over patched, `train_on_batch` with Adam, the median of "
                   "interleaved rounds (quartiles in brackets); width 256, 2 layers, 4 x 128 "
-                  "tokens (vocabulary 8192), 4 x 128x128 images. `--speed` measures it.", "",
+                  "tokens (vocabulary 8192), 4 x 128x128 images. `--speed` measures it, "
+                  "one model at a time.", "",
+                  f"Measured on: {speeds[0].get('machine', 'not recorded')}.", "",
                   "| model | stock ms | patched ms | speed-up (quartiles) |",
                   "|---|---|---|---|"]
         for s in speeds:
@@ -641,6 +653,7 @@ def parse_speed(text: str) -> dict[str, dict[str, Any]]:
     if "## Train step speed-up" not in text:
         return {}
     part = text.split("## Train step speed-up", 1)[1].split("\n## ", 1)[0]
+    on = re.search(r"^Measured on: (.+)\.$", part, re.MULTILINE)
     found = {}
     for line in part.splitlines():
         m = re.fullmatch(r"\| (.+?) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \(([\d.]+)-([\d.]+), "
@@ -650,6 +663,8 @@ def parse_speed(text: str) -> dict[str, dict[str, Any]]:
             found[name] = {"name": name, "speedup": float(mid), "low": float(low),
                            "high": float(high), "stock_ms": float(stock),
                            "patched_ms": float(patched), "rounds": int(rounds)}
+            if on:
+                found[name]["machine"] = on.group(1)
     return found
 
 
@@ -665,21 +680,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", help="one group (hub:i/n, apps:i/n), in this process")
     parser.add_argument("--json", help="where --group writes its rows")
     parser.add_argument("--speed", action="store_true",
-                        help="time the train step of the representative models (without "
-                             "it, the speed rows of the --out file there now are kept)")
+                        help="time the train step of the representative models, one at a "
+                             "time after the groups (without it, the speed rows of the "
+                             "--out file there now are kept; with --reuse, only they run)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(DOC))
     parser.add_argument("--reuse", action="store_true",
                         help="keep the groups' rows of the last run (build-tests/coverage/)")
     args = parser.parse_args(argv)
     if args.group:
-        rows = run_group(args.group, args.speed)
+        rows = run_group(args.group)
         Path(args.json).write_text(json.dumps(rows, indent=1, default=str))
         return 0
     started = time.perf_counter()
-    rows = run_all(args.jobs, args.speed, ROOT / "build-tests" / "coverage", args.reuse)
+    rows = run_all(args.jobs, ROOT / "build-tests" / "coverage", args.reuse)
     out = Path(args.out)
-    if not args.speed and out.exists():  # the last --speed run's rows, not measured again
+    if args.speed:
+        measure_speed(rows)
+    elif out.exists():  # the last --speed run's rows, not measured again
         kept = parse_speed(out.read_text())
         for row in rows:
             if row["name"] in kept and row["status"] == "checked":
