@@ -331,11 +331,50 @@ void TransposeRows(const RowFn& in, int64_t rows, int64_t cols, Out* out,
   }
 }
 
-// 16 vectors of 16 4-byte elements transposed in registers: 64 two-vector
-// shuffles per 256 elements, where moving them one by one is a load and a
-// store each. The panels, the per-head Q^T and dO^T and the dK, dV rows are
-// such transposes, O(T D) per head: at short lengths beside O(T^2 D) products
-// they would not be negligible element by element.
+// Vectors of 4-byte elements transposed in registers, where moving them one
+// by one is a load and a store each. The panels (and the bfloat16 engine's
+// per-head Q^T and dO^T and dK, dV rows) are such transposes, O(T D) per head:
+// at short lengths beside O(T^2 D) products they would not be negligible
+// element by element. Two widths, each a vector its users' instruction set
+// has: GCC lowers a shuffle of a vector wider than the target's to scalar
+// moves through the stack (what the float engine's 16 x 16 blocks were under
+// AVX2: ~5% of the forward's own loops at T = 512, more at short T).
+//
+// 8 x 8 in 32-byte vectors (any x86-64 the engine dispatches to): 24
+// two-vector shuffles per 64 elements; v[c] ends as column c.
+typedef int32_t Dw8 __attribute__((vector_size(32)));
+
+inline void Transpose8(Dw8 v[8]) {
+  Dw8 a[8];  // a[2k]: rows 2k, 2k + 1 interleaved, columns 0, 1 | 4, 5
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    a[2 * k] = __builtin_shufflevector(v[2 * k], v[2 * k + 1], 0, 8, 1, 9, 4,
+                                       12, 5, 13);
+    a[2 * k + 1] = __builtin_shufflevector(v[2 * k], v[2 * k + 1], 2, 10, 3,
+                                           11, 6, 14, 7, 15);
+  }
+  Dw8 b[8];  // b[4k + e], 128-bit lane L: rows 4k..4k+3 of column 4L + e
+#pragma GCC unroll 2
+  for (int k = 0; k < 2; ++k) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const Dw8 x = a[4 * k + h], y = a[4 * k + h + 2];
+      b[4 * k + 2 * h] =
+          __builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13);
+      b[4 * k + 2 * h + 1] =
+          __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  }
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    v[e] = __builtin_shufflevector(b[e], b[4 + e], 0, 1, 2, 3, 8, 9, 10, 11);
+    v[4 + e] =
+        __builtin_shufflevector(b[e], b[4 + e], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+// 16 x 16 in 64-byte vectors (the AVX-512 bfloat16 engine): 64 two-vector
+// shuffles per 256 elements.
 typedef int32_t Dw16 __attribute__((vector_size(64)));
 
 inline void Transpose16(Dw16 v[16]) {
@@ -385,9 +424,46 @@ inline void Transpose16(Dw16 v[16]) {
   }
 }
 
+
+// A block of 16 rows by kCols 4-byte columns transposed: each output row's 16
+// elements are one whole cache line's store (16 x 8: two Transpose8 blocks).
+template <int kCols>
+inline void TransposeBlock(const char* const src[16], int64_t c0, char* out,
+                           int64_t ldo, int64_t r0) {
+  if constexpr (kCols == 16) {
+    Dw16 v[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      std::memcpy(&v[i], src[i] + 4 * c0, sizeof(Dw16));
+    }
+    Transpose16(v);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      std::memcpy(out + 4 * ((c0 + j) * ldo + r0), &v[j], sizeof(Dw16));
+    }
+  } else {
+    static_assert(kCols == 8, "8 or 16 columns");
+    Dw8 lo[8], hi[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      std::memcpy(&lo[i], src[i] + 4 * c0, sizeof(Dw8));
+      std::memcpy(&hi[i], src[8 + i] + 4 * c0, sizeof(Dw8));
+    }
+    Transpose8(lo);
+    Transpose8(hi);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      char* row = out + 4 * ((c0 + j) * ldo + r0);
+      std::memcpy(row, &lo[j], sizeof(Dw8));
+      std::memcpy(row + sizeof(Dw8), &hi[j], sizeof(Dw8));
+    }
+  }
+}
+
 // out[c * ldo + r] = in(r)[c] for r < rows, c < cols, 4-byte elements (in(r):
-// row r's address): 16 x 16 blocks by Transpose16, the edges one by one.
-template <typename RowFn>
+// row r's address): 16 x kCols blocks (TransposeBlock), the edges one by one.
+// kCols 8 for code compiled for any instruction set, 16 for AVX-512's only.
+template <int kCols = 8, typename RowFn>
 inline void TransposeDwords(const RowFn& in, int64_t rows, int64_t cols,
                             void* out_v, int64_t ldo) {
   char* out = static_cast<char*>(out_v);
@@ -398,17 +474,8 @@ inline void TransposeDwords(const RowFn& in, int64_t rows, int64_t cols,
       src[i] = reinterpret_cast<const char*>(in(r0 + i));
     }
     int64_t c0 = 0;
-    for (; c0 + 16 <= cols; c0 += 16) {
-      Dw16 v[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) {
-        std::memcpy(&v[i], src[i] + 4 * c0, sizeof(Dw16));
-      }
-      Transpose16(v);
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) {
-        std::memcpy(out + 4 * ((c0 + j) * ldo + r0), &v[j], sizeof(Dw16));
-      }
+    for (; c0 + kCols <= cols; c0 += kCols) {
+      TransposeBlock<kCols>(src, c0, out, ldo, r0);
     }
     for (; c0 < cols; ++c0) {
       for (int i = 0; i < 16; ++i) {
@@ -1140,7 +1207,7 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
   TF_OPS_BF16 static void PackAlongDim(const RowFn& row, int64_t S,
                                        int64_t dim, Pair* out, int64_t ld) {
     if (dim % 2 == 0) {  // the rows' pairs are 4-byte elements: a transpose
-      TransposeDwords(row, S, dim / 2, out, ld);
+      TransposeDwords<16>(row, S, dim / 2, out, ld);
       return;
     }
     const Bf* rows[16];
@@ -1359,12 +1426,12 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
       // Q^T, dO^T with pairs along t: the pairs of rows, transposed.
       PackAlongKeys([&](int64_t t) { return q16.get() + t * Dp; }, T, D,
                     tpairs.get());
-      TransposeDwords([&](int64_t j) { return tpairs.get() + j * D; }, Tp / 2,
-                      D, qt16.get(), Tp / 2);
+      TransposeDwords<16>([&](int64_t j) { return tpairs.get() + j * D; },
+                          Tp / 2, D, qt16.get(), Tp / 2);
       PackAlongKeys([&](int64_t t) { return do16.get() + t * Dvp; }, T, Dv,
                     tpairs.get());
-      TransposeDwords([&](int64_t j) { return tpairs.get() + j * Dv; },
-                      Tp / 2, Dv, dot16.get(), Tp / 2);
+      TransposeDwords<16>([&](int64_t j) { return tpairs.get() + j * Dv; },
+                          Tp / 2, Dv, dot16.get(), Tp / 2);
       const float dead_share = any_dead ? 1.0f / static_cast<float>(S) : 0.0f;
       Pack(panels, k, v, kv);
       for (int64_t s0 = 0; s0 < S; s0 += kKeyBlock) {
@@ -1447,10 +1514,12 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
                  kKeyBlock, dkt.get(), kKeyBlock, true);
         }
         // dK, dV rows of the block from dK^T, dV^T.
-        TransposeDwords([&](int64_t d) { return dkt.get() + d * kKeyBlock; },
-                        D, cols, dkb.get(), D);
-        TransposeDwords([&](int64_t d) { return dvt.get() + d * kKeyBlock; },
-                        Dv, cols, dvb.get(), Dv);
+        TransposeDwords<16>(
+            [&](int64_t d) { return dkt.get() + d * kKeyBlock; }, D, cols,
+            dkb.get(), D);
+        TransposeDwords<16>(
+            [&](int64_t d) { return dvt.get() + d * kKeyBlock; }, Dv, cols,
+            dvb.get(), Dv);
         const int64_t kh = n / p.group();
         for (int64_t c = 0; c < cols; ++c) {
           const float* kb = dkb.get() + c * D;
