@@ -16,13 +16,11 @@ def cpu_name() -> str:
 
 
 def describe() -> str:
-    """The CPU, its cores and whether it has AVX-512: what sets the pace of a run
-    (an AMD EPYC without AVX-512 runs the suite ~2.5x slower than an Intel Xeon)."""
+    """The CPU, its cores and the instruction set tf_ops's CPU kernels run with there
+    (`tf_ops.active_cpu_isa()`): what sets the pace of a run (an AMD EPYC whose kernels
+    run AVX2 takes ~2.5x an Intel Xeon's time for the test suite)."""
     import os
 
-    try:
-        with open("/proc/cpuinfo") as f:
-            avx512 = "yes" if " avx512f" in f.read() else "no"
-    except OSError:
-        avx512 = "unknown"
-    return f"{cpu_name()}, {os.cpu_count()} cores, AVX-512: {avx512}"
+    import tf_ops
+
+    return f"{cpu_name()}, {os.cpu_count()} cores, CPU kernels: {tf_ops.active_cpu_isa()}"

@@ -106,20 +106,11 @@ struct Gemm {
     }
   }
 
-  // C's full kCols-wide column blocks of R rows.
-  template <int R, bool kUnit>
-  static void Rows(int64_t N, int64_t K, const C* A, int64_t lda, int64_t ak,
-                   const C* B, int64_t ldb, C* Cm, int64_t ldc,
-                   bool accumulate) {
-    for (int64_t n = 0; n + kCols <= N; n += kCols) {
-      Tile<R, kUnit>(K, A, lda, ak, B + n, ldb, Cm + n, ldc, accumulate);
-    }
-  }
-
   template <bool kUnit>
   static void TileOfRows(int64_t rows, int64_t K, const C* A, int64_t lda,
                          int64_t ak, const C* B, int64_t ldb, C* Cm,
                          int64_t ldc, bool accumulate) {
+    static_assert(kRows == 6, "the cases below are 1 to kRows rows");
     switch (rows) {
       case 6: Tile<6, kUnit>(K, A, lda, ak, B, ldb, Cm, ldc, accumulate); break;
       case 5: Tile<5, kUnit>(K, A, lda, ak, B, ldb, Cm, ldc, accumulate); break;
@@ -140,7 +131,6 @@ struct Gemm {
   static void Tail(int64_t M, int64_t cols, int64_t K, const C* A,
                    int64_t lda, int64_t ak, const C* B, int64_t ldb, C* Cm,
                    int64_t ldc, bool accumulate) {
-    static_assert(kRows == 6, "TileOfRows takes 1 to 6 rows");
     constexpr int64_t kChunk = 128;
     alignas(64) C b[kChunk * kCols];
     alignas(64) C c[kRows * kCols];
@@ -171,26 +161,20 @@ struct Gemm {
     } while (k0 < K);
   }
 
+  // Register tiles of up to kRows rows over C's full kCols-wide column
+  // blocks, then the columns left (Tail).
   template <bool kUnit>
   static void RunRows(int64_t M, int64_t N, int64_t K, const C* A,
                       int64_t lda, int64_t ak, const C* B, int64_t ldb,
                       C* Cm, int64_t ldc, bool accumulate) {
-    int64_t m = 0;
-    for (; m + kRows <= M; m += kRows) {
-      Rows<kRows, kUnit>(N, K, A + m * lda, lda, ak, B, ldb, Cm + m * ldc,
-                         ldc, accumulate);
-    }
-    const C* a = A + m * lda;
-    C* c = Cm + m * ldc;
-    switch (M - m) {
-      case 5: Rows<5, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
-      case 4: Rows<4, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
-      case 3: Rows<3, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
-      case 2: Rows<2, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
-      case 1: Rows<1, kUnit>(N, K, a, lda, ak, B, ldb, c, ldc, accumulate); break;
-      default: break;
-    }
     const int64_t full = N - N % kCols;
+    for (int64_t m = 0; m < M; m += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, M - m);
+      for (int64_t n = 0; n < full; n += kCols) {
+        TileOfRows<kUnit>(rows, K, A + m * lda, lda, ak, B + n, ldb,
+                          Cm + m * ldc + n, ldc, accumulate);
+      }
+    }
     if (full < N && M > 0) {
       Tail<kUnit>(M, N - full, K, A, lda, ak, B + full, ldb, Cm + full, ldc,
                   accumulate);
