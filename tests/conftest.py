@@ -58,6 +58,16 @@ def copy_sources(dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture(params=["custom_call", "composite"])
+def xla_path(request, monkeypatch) -> str:
+    """Both ways a family's op lowers under jit_compile: the custom call into its engine
+    (where XLA's FFI registry holds a handler) and the XlaBuilder composite (forced with
+    TF_OPS_XLA_CUSTOM_CALLS=0, as on a device without a handler)."""
+    if request.param == "composite":
+        monkeypatch.setenv("TF_OPS_XLA_CUSTOM_CALLS", "0")
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def cpu_only_build(tmp_path_factory) -> types.SimpleNamespace:
     """A copy of the source tree built with -DTF_OPS_CUDA=OFF -DTF_OPS_XLA=OFF (CPU

@@ -141,16 +141,9 @@ def _assert_close(actual, expected, dtype, what):
                                atol=RTOL[dtype] * scale, err_msg=what)
 
 
-@pytest.fixture(params=["custom_call", "composite"])
-def path(request, monkeypatch):
-    if request.param == "composite":
-        monkeypatch.setenv("TF_OPS_XLA_CUSTOM_CALLS", "0")
-    return request.param
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_jit_forward_and_gradients_match_float64_reference(case, dtype, path):
+def test_jit_forward_and_gradients_match_float64_reference(case, dtype, xla_path):
     ops = _ops()
     q, k, v, mask, bias, dout, attrs = _inputs(case, dtype)
     forward, backward = _jit_functions(ops, dtype, attrs)
@@ -161,7 +154,7 @@ def test_jit_forward_and_gradients_match_float64_reference(case, dtype, path):
     # The non-jit op (the TF kernels over the same engine).
     eager = [*forward(*args), *backward(*args, tf.constant(dout, dtype))]
     jitted = [out, lse, dq, dk, dv]
-    if path == "custom_call":
+    if xla_path == "custom_call":
         # The same engine, whose results do not depend on the threads: the same bits.
         for name, got, want in zip(("output", "lse", "dquery", "dkey", "dvalue"), jitted,
                                    eager):
@@ -191,7 +184,7 @@ def _array_sizes(hlo: str) -> list[int]:
 
 
 @pytest.mark.parametrize("dtype", (tf.float32, tf.bfloat16), ids=("float", "bfloat16"))
-def test_hlo_is_custom_calls_without_the_logits(dtype, path):
+def test_hlo_is_custom_calls_without_the_logits(dtype, xla_path):
     """Forward and backward compile to the two custom calls, and no array as large as
     the [B, N, T, S] logits exists (the composite has them: the check can fail)."""
     ops = _ops()
@@ -205,7 +198,7 @@ def test_hlo_is_custom_calls_without_the_logits(dtype, path):
     hlo = _hlo(backward, *args, dout)
     logits = b * n * t * s
     largest = max(_array_sizes(hlo))
-    if path == "custom_call":
+    if xla_path == "custom_call":
         assert 'custom_call_target="tf_ops_attention_forward"' in hlo, hlo
         assert 'custom_call_target="tf_ops_attention_backward"' in hlo, hlo
         assert "API_VERSION_TYPED_FFI" in hlo, hlo

@@ -46,13 +46,6 @@ def _ops():
     return load_library()
 
 
-@pytest.fixture(params=["custom_call", "composite"])
-def path(request, monkeypatch):
-    if request.param == "composite":
-        monkeypatch.setenv("TF_OPS_XLA_CUSTOM_CALLS", "0")
-    return request.param
-
-
 def _reference(x, scale, offset, groups, axis, activation, **attrs):
     """float64 group norm + activation in TensorFlow (Keras's math), differentiable."""
     act = {"Swish": lambda z: z * tf.sigmoid(attrs.get("beta", 1.0) * z),
@@ -98,7 +91,7 @@ def _same_bits(got, want, what):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_jit_ops_match_non_jit_and_float64_reference(case, dtype, path):
+def test_jit_ops_match_non_jit_and_float64_reference(case, dtype, xla_path):
     ops = _ops()
     x, dy, gamma, beta, attrs = _inputs(case, dtype)
 
@@ -115,7 +108,7 @@ def test_jit_ops_match_non_jit_and_float64_reference(case, dtype, path):
     eager = [*forward(x, gamma, beta), *backward(dy, x, gamma, beta)]
     names = ("y", "mean", "rstd", "dx", "dgamma", "dbeta")
     assert [t.dtype for t in jitted] == [t.dtype for t in eager]
-    if path == "custom_call":
+    if xla_path == "custom_call":
         for name, got, want in zip(names, jitted, eager):
             _same_bits(got, want, name)
     x64, g64, b64 = (tf.cast(t, tf.float64) for t in (x, gamma, beta))
@@ -132,7 +125,7 @@ def test_jit_ops_match_non_jit_and_float64_reference(case, dtype, path):
 
 @pytest.mark.parametrize("axis", (-1, 1), ids=("channels_last", "channels_first"))
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_jit_train_step_gradients_through_tf_ops_group_norm(axis, dtype, path):
+def test_jit_train_step_gradients_through_tf_ops_group_norm(axis, dtype, xla_path):
     """`tf_ops.group_norm` and its registered gradient inside one jitted step, with an
     activation: the same as the step without jit (bits through the custom calls)."""
     rng = np.random.default_rng(3)
@@ -152,7 +145,7 @@ def test_jit_train_step_gradients_through_tf_ops_group_norm(axis, dtype, path):
     jitted = tf.function(step, jit_compile=True)(x)
     eager = step(x)
     for name, got, want in zip(("y", "dx", "dgamma", "dbeta"), jitted, eager):
-        if path == "custom_call":
+        if xla_path == "custom_call":
             _same_bits(got, want, name)
         else:
             scale = max(1.0, float(tf.reduce_max(tf.abs(tf.cast(want, tf.float64)))))
@@ -166,7 +159,7 @@ def _hlo(fn, *args) -> str:
 
 
 @pytest.mark.parametrize("dtype", (tf.float32, tf.bfloat16), ids=("float", "bfloat16"))
-def test_hlo_is_custom_calls_not_the_composite(dtype, path):
+def test_hlo_is_custom_calls_not_the_composite(dtype, xla_path):
     """A jitted step compiles to the two custom calls and none of the composite's
     reductions (the composite path: reductions and no custom call)."""
     _ops()
@@ -179,7 +172,7 @@ def test_hlo_is_custom_calls_not_the_composite(dtype, path):
         return tape.gradient(y, x, output_gradients=tf.ones_like(y))
 
     hlo = _hlo(step, x)
-    if path == "custom_call":
+    if xla_path == "custom_call":
         assert 'custom_call_target="tf_ops_group_norm_forward"' in hlo, hlo
         assert 'custom_call_target="tf_ops_group_norm_backward"' in hlo, hlo
         assert "API_VERSION_TYPED_FFI" in hlo, hlo
@@ -189,7 +182,7 @@ def test_hlo_is_custom_calls_not_the_composite(dtype, path):
         assert " reduce(" in hlo, hlo
 
 
-def test_empty_x_under_jit(path):
+def test_empty_x_under_jit(xla_path):
     """As the kernels: NaN statistics over no elements, zero parameter gradients."""
     ops = _ops()
     x = tf.zeros((2, 0, 8))
@@ -209,7 +202,7 @@ def test_empty_x_under_jit(path):
     np.testing.assert_array_equal(db.numpy(), np.zeros(8))
 
 
-def test_bad_input_raises_invalid_argument_under_jit(path):
+def test_bad_input_raises_invalid_argument_under_jit(xla_path):
     """Shapes unknown when tracing (so the shape function lets them through) are checked
     by the lowering when XLA compiles: channels not a multiple of groups, a scale of the
     wrong length, statistics of the wrong shape."""

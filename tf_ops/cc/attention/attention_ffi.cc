@@ -20,8 +20,6 @@
 // from the buffers' dimensions.
 
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -44,11 +42,6 @@ namespace {
 
 namespace ffi = xla::ffi;
 
-Dims DimsOf(const ffi::AnyBuffer& b) {
-  const auto d = b.dimensions();
-  return Dims(d.begin(), d.end());
-}
-
 // The AttentionParams of a call (sizes, strides, attributes and the mask's
 // and bias's data), and the inputs' Dtype.
 ffi::Error MakeParams(const std::string& op, const ffi::AnyBuffer& q,
@@ -58,8 +51,8 @@ ffi::Error MakeParams(const std::string& op, const ffi::AnyBuffer& q,
                       AttentionParams* p, Dtype* dtype) {
   absl::Status status = CheckAttrs(op, scale, softcap, window);
   if (status.ok()) {
-    status = CheckAttention(op, DimsOf(q), DimsOf(k), DimsOf(v),
-                            DimsOf(mask), DimsOf(bias), p);
+    status = CheckAttention(op, FfiDims(q), FfiDims(k), FfiDims(v),
+                            FfiDims(mask), FfiDims(bias), p);
   }
   if (!status.ok()) return ffi::Error::InvalidArgument(
       std::string(status.message()));
@@ -116,11 +109,6 @@ auto BackwardBinding() {
 
 #if TF_OPS_WITH_CUDA
 
-ffi::Error LaunchError(const char* error) {
-  return error == nullptr ? ffi::Error::Success()
-                          : ffi::Error::Internal(error);
-}
-
 ffi::Error ForwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                        ffi::AnyBuffer mask, ffi::AnyBuffer bias,
                        ffi::Result<ffi::AnyBuffer> out,
@@ -132,7 +120,7 @@ ffi::Error ForwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
   ffi::Error error = MakeParams("TfOps>Attention", q, k, v, mask, bias, scale,
                                 softcap, causal, window, &p, &dtype);
   if (error.failure()) return error;
-  return LaunchError(LaunchAttentionForward(
+  return FfiLaunchError(LaunchAttentionForward(
       dtype, p, q.untyped_data(), k.untyped_data(), v.untyped_data(),
       out->untyped_data(), lse->untyped_data(), stream));
 }
@@ -153,15 +141,9 @@ ffi::Error BackwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
   if (error.failure()) return error;
   const int64_t bytes = AttentionGpuBackwardScratchBytes(dtype, p);
   void* scratch = nullptr;
-  if (bytes > 0) {
-    std::optional<void*> allocated = allocator.Allocate(bytes, 256);
-    if (!allocated.has_value()) {
-      return ffi::Error(ffi::ErrorCode::kResourceExhausted,
-                        "TfOps>AttentionGrad: cannot allocate the scratch");
-    }
-    scratch = *allocated;
-  }
-  return LaunchError(LaunchAttentionBackward(
+  error = FfiAllocate(allocator, bytes, "TfOps>AttentionGrad", &scratch);
+  if (error.failure()) return error;
+  return FfiLaunchError(LaunchAttentionBackward(
       dtype, p, q.untyped_data(), k.untyped_data(), v.untyped_data(),
       out.untyped_data(), dout.untyped_data(), lse.untyped_data(),
       dq->untyped_data(), dk->untyped_data(), dv->untyped_data(), scratch,
@@ -178,13 +160,6 @@ constexpr char kPlatform[] = "CUDA";
 
 #else  // !TF_OPS_WITH_CUDA
 
-ParallelFor PoolOf(ffi::ThreadPool& pool) {
-  return [&pool](int64_t total, int64_t cost,
-                 const std::function<void(int64_t, int64_t)>& fn) {
-    XlaFfiParallelFor(pool, total, cost, fn);
-  };
-}
-
 ffi::Error ForwardHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                        ffi::AnyBuffer mask, ffi::AnyBuffer bias,
                        ffi::Result<ffi::AnyBuffer> out,
@@ -198,7 +173,7 @@ ffi::Error ForwardHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
   if (error.failure()) return error;
   CpuAttentionForward(dtype, p, q.untyped_data(), k.untyped_data(),
                       v.untyped_data(), out->untyped_data(),
-                      lse->untyped_data(), PoolOf(pool));
+                      lse->untyped_data(), XlaFfiParallelForOf(pool));
   return ffi::Error::Success();
 }
 
@@ -217,18 +192,16 @@ ffi::Error BackwardHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                                 scale, softcap, causal, window, &p, &dtype);
   if (error.failure()) return error;
   const int64_t bytes = CpuAttentionBackwardScratchBytes(dtype, p);
-  if (static_cast<int64_t>(scratch->size_bytes()) < bytes + kScratchAlign) {
+  void* aligned = FfiAlignedScratch(scratch, bytes, kScratchAlign);
+  if (aligned == nullptr) {
     return ffi::Error::InvalidArgument(
         "TfOps>AttentionGrad: the scratch result is too small");
   }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch->untyped_data());
-  void* aligned = reinterpret_cast<void*>((base + kScratchAlign - 1) &
-                                          ~uintptr_t{kScratchAlign - 1});
   CpuAttentionBackward(dtype, p, q.untyped_data(), k.untyped_data(),
                        v.untyped_data(), out.untyped_data(),
                        dout.untyped_data(), lse.untyped_data(),
                        dq->untyped_data(), dk->untyped_data(),
-                       dv->untyped_data(), aligned, PoolOf(pool));
+                       dv->untyped_data(), aligned, XlaFfiParallelForOf(pool));
   return ffi::Error::Success();
 }
 

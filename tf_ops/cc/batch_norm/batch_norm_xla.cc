@@ -1,9 +1,21 @@
-// XLA lowerings of the four batch-norm ops (batch_norm_checks.h) on the
-// XLA_CPU_JIT and XLA_GPU_JIT devices, for every activation the ops take:
-// batch_norm_math.h's formulas with T = XlaValue (xla_value.h) over whole
-// tensors, as the CPU and CUDA engines run them element by element, the same
-// attribute reading (ReadBatchNormAttrs) and shape checks
-// (BatchNormLayoutOf).
+// XLA lowerings of the batch-norm ops (batch_norm_checks.h) on the
+// XLA_CPU_JIT and XLA_GPU_JIT devices, for every activation the ops take.
+//
+// The training ops (TfOps>BatchNormTraining and its grad), where XLA's FFI
+// registry holds a handler for the platform compiled for ("Host":
+// batch_norm_ffi.cc in _tf_ops.so, over the CPU engine; "CUDA": the same file
+// in _tf_ops_gpu.so, over the CUDA engine, when the loader loaded it), are
+// one typed-FFI custom call each into that engine (core/xla_custom_call.h):
+// the kernels' two passes over x (and y_backprop), the same bits as the
+// non-jit ops, the statistics and parameter gradients summed in double in a
+// fixed order; XLA's loops over the composite below ran a train step slower
+// than the kernels (docs/benchmarks.md, "Batch norm under XLA"). The
+// inference ops (one element-wise pass given the statistics, which XLA fuses
+// with its neighbours), and every op on a device without a handler or with
+// TF_OPS_XLA_CUSTOM_CALLS=0, are the composite: batch_norm_math.h's formulas
+// with T = XlaValue (xla_value.h) over whole tensors, as the CPU and CUDA
+// engines run them element by element, the same attribute reading
+// (ReadBatchNormAttrs) and shape checks (BatchNormLayoutOf).
 //
 //   - Per-channel values ([C]: statistics, scale, shift, the dx
 //     coefficients) are XLA values of shape [C], broadcast along the channel
@@ -33,6 +45,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tf_ops/cc/core/xla_compute_type.h"
+#include "tf_ops/cc/core/xla_custom_call.h"
 #include "tf_ops/cc/core/xla_input_shape.h"
 #include "tf_ops/cc/core/xla_isolated.h"
 #include "tf_ops/cc/core/xla_value.h"
@@ -40,6 +53,7 @@
 #include "xla/hlo/builder/lib/constants.h"
 #include "xla/hlo/builder/xla_builder.h"
 #include "xla/shape.h"
+#include "xla/shape_util.h"
 #include "xla/xla_data.pb.h"
 
 namespace tf_ops {
@@ -52,8 +66,10 @@ inline XlaValue Sqrt(const XlaValue& v) { return XlaValue(xla::Sqrt(v.op())); }
 
 #include "tf_ops/cc/activation/activation_choice.h"
 #include "tf_ops/cc/batch_norm/batch_norm_attrs.h"
-#include "tf_ops/cc/batch_norm/batch_norm_math.h"
 #include "tf_ops/cc/batch_norm/batch_norm_checks.h"
+#include "tf_ops/cc/batch_norm/batch_norm_cpu.h"
+#include "tf_ops/cc/batch_norm/batch_norm_ffi.h"
+#include "tf_ops/cc/batch_norm/batch_norm_math.h"
 
 namespace tf_ops {
 namespace {
@@ -109,11 +125,30 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
       : XlaOpKernel(ctx) {
     OP_REQUIRES_OK(ctx,
                    ReadBatchNormAttrs(ctx, BatchNormOpName(kPhase), &attrs_));
+    // The attributes as given, for the custom call's handler, which reads
+    // them with the same ReadBatchNormAttrs.
+    float alpha = 0.0f, beta = 0.0f;
+    bool approximate = false;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("alpha", &alpha));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("beta", &beta));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("approximate", &approximate));
+    ffi_attrs_.Add("epsilon", attrs_.epsilon)
+        .Add("axis", static_cast<int64_t>(attrs_.axis))
+        .AddName("activation", attrs_.activation.name())
+        .Add("alpha", alpha)
+        .Add("beta", beta)
+        .Add("approximate", approximate);
   }
 
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     Channels ch;
     OP_REQUIRES_OK(ctx, ChannelsOf(ctx, &ch));
+    const char* target = CustomCallTarget();
+    if (target != nullptr && ch.layout.count() * ch.layout.channels > 0 &&
+        XlaFfiHandlerRegistered(ctx, target)) {
+      CustomCall(ctx, ch, target);
+      return;
+    }
     VisitActivation(attrs_.activation, [&](const auto& op) {
       if constexpr (kPhase == BatchNormPhase::kTraining) {
         Training(ctx, ch, op);
@@ -148,6 +183,39 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
     const auto sizes = x.dim_sizes();
     ch->dims.assign(sizes.begin(), sizes.end());
     return absl::OkStatus();
+  }
+
+  // The custom call of this op, or null (the composite only).
+  static const char* CustomCallTarget() {
+    if (kPhase == BatchNormPhase::kTraining) {
+      return batch_norm::kBatchNormTrainingTarget;
+    }
+    if (kPhase == BatchNormPhase::kTrainingGrad) {
+      return batch_norm::kBatchNormTrainingGradTarget;
+    }
+    return nullptr;
+  }
+
+  // The op's outputs from one custom call on its inputs (batch_norm_ffi.cc),
+  // plus the Host handler's scratch result (the CUDA handler's comes from the
+  // FFI's allocator).
+  void CustomCall(tensorflow::XlaOpKernelContext* ctx, const Channels& ch,
+                  const char* target) const {
+    std::vector<XlaOp> inputs;
+    for (int i = 0; i < ctx->num_inputs(); ++i) inputs.push_back(ctx->Input(i));
+    int64_t scratch = 0;
+    if (XlaFfiPlatform(ctx) == "Host") {
+      scratch = BatchNormScratchDoubles(ch.layout) * 8 +
+                batch_norm::kScratchAlign;
+    }
+    const xla::Shape per_channel =
+        xla::ShapeUtil::MakeShape(ch.compute, {ch.layout.channels});
+    const std::vector<xla::Shape> results = {
+        xla::ShapeUtil::MakeShape(ch.type, ch.dims), per_channel, per_channel,
+        xla::ShapeUtil::MakeShape(xla::U8, {scratch})};
+    const std::vector<XlaOp> r =
+        XlaFfiCall(ctx->builder(), target, inputs, results, ffi_attrs_);
+    for (int i = 0; i < 3; ++i) ctx->SetOutput(i, r[i]);
   }
 
   XlaValue Epsilon() const {
@@ -279,6 +347,7 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
   }
 
   BatchNormAttrs attrs_;
+  XlaFfiAttrs ffi_attrs_;
 };
 
 constexpr tensorflow::DataType kXlaDtypes[] = {

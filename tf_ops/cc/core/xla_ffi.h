@@ -1,7 +1,9 @@
 // The handler side of an XLA custom call into one of our engines (the
 // lowering side, and how the two meet, is xla_custom_call.h): registration of
 // XLA FFI handlers from a loaded op library, the engines' Dtype of an FFI
-// buffer, and a ParallelFor over the intra-op thread pool XLA:CPU hands a
+// buffer, the call's attributes read as the kernels read an op's (GetAttr),
+// the scratch a handler gets (a result on the Host, the FFI's allocator on
+// CUDA), and a ParallelFor over the intra-op thread pool XLA:CPU hands a
 // handler. Uses XLA's external FFI API (xla/ffi/api/ffi.h) only: it is what
 // the wheel ships complete, and it cannot share a translation unit with XLA's
 // internal xla/ffi/ffi.h (both are namespace xla::ffi), which nothing of ours
@@ -20,9 +22,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "tf_ops/cc/core/dtype.h"
+#include "tf_ops/cc/core/parallel_for.h"
 #include "xla/ffi/api/c_api.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -118,6 +125,94 @@ inline bool FfiDtype(xla::ffi::DataType type, Dtype* dtype) {
   }
 }
 
+// A buffer's dimensions.
+inline std::vector<int64_t> FfiDims(const xla::ffi::AnyBuffer& b) {
+  const auto d = b.dimensions();
+  return std::vector<int64_t>(d.begin(), d.end());
+}
+
+// A check's status as the handler's result (InvalidArgument, as the kernels).
+inline xla::ffi::Error FfiErrorOf(const absl::Status& status) {
+  return status.ok() ? xla::ffi::Error::Success()
+                     : xla::ffi::Error::InvalidArgument(
+                           std::string(status.message()));
+}
+
+// A CUDA launcher's result (null, or CUDA's message) as the handler's.
+inline xla::ffi::Error FfiLaunchError(const char* error) {
+  return error == nullptr ? xla::ffi::Error::Success()
+                          : xla::ffi::Error::Internal(error);
+}
+
+// A custom call's attributes (bound with .Attrs<xla::ffi::Dictionary>()) seen
+// through the GetAttr the kernels' attribute readers call (e.g.
+// ReadBatchNormAttrs), so that a handler reads and checks them with the same
+// code as the op's kernel. The lowering writes them with XlaFfiAttrs.
+class FfiAttrReader {
+ public:
+  explicit FfiAttrReader(const xla::ffi::Dictionary& attrs) : attrs_(attrs) {}
+
+  absl::Status GetAttr(std::string_view name, std::string* v) const {
+    return Get<std::string_view>(name, v);
+  }
+  absl::Status GetAttr(std::string_view name, float* v) const {
+    return Get<float>(name, v);
+  }
+  absl::Status GetAttr(std::string_view name, bool* v) const {
+    return Get<bool>(name, v);
+  }
+  absl::Status GetAttr(std::string_view name, int64_t* v) const {
+    return Get<int64_t>(name, v);
+  }
+  absl::Status GetAttr(std::string_view name, int* v) const {
+    return Get<int64_t>(name, v);
+  }
+
+ private:
+  template <typename Stored, typename T>
+  absl::Status Get(std::string_view name, T* v) const {
+    const xla::ffi::ErrorOr<Stored> got = attrs_.get<Stored>(name);
+    if (!got.has_value()) {
+      return absl::InvalidArgumentError(
+          "custom call attribute '" + std::string(name) +
+          "': " + std::string(got.error().message()));
+    }
+    *v = static_cast<T>(*got);
+    return absl::OkStatus();
+  }
+
+  const xla::ffi::Dictionary& attrs_;
+};
+
+// The Host handlers' scratch: a u8 result that the lowering made `align`
+// bytes longer than the engine asks for, so that it can be aligned here
+// (XLA:CPU aligns a u8 array to less than a double or a vector may need, and
+// gives a custom call no allocator). Null when it holds fewer than `bytes`.
+inline void* FfiAlignedScratch(xla::ffi::Result<xla::ffi::AnyBuffer>& scratch,
+                               int64_t bytes, int64_t align) {
+  if (static_cast<int64_t>(scratch->size_bytes()) < bytes + align) {
+    return nullptr;
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch->untyped_data());
+  return reinterpret_cast<void*>((base + align - 1) &
+                                 ~static_cast<uintptr_t>(align - 1));
+}
+
+// The CUDA handlers' scratch from the FFI's allocator (null for 0 bytes).
+inline xla::ffi::Error FfiAllocate(xla::ffi::ScratchAllocator& allocator,
+                                   int64_t bytes, const std::string& op,
+                                   void** out) {
+  *out = nullptr;
+  if (bytes <= 0) return xla::ffi::Error::Success();
+  std::optional<void*> allocated = allocator.Allocate(bytes, 256);
+  if (!allocated.has_value()) {
+    return xla::ffi::Error(xla::ffi::ErrorCode::kResourceExhausted,
+                           op + ": cannot allocate the scratch");
+  }
+  *out = *allocated;
+  return xla::ffi::Error::Success();
+}
+
 // fn(begin, end) over [0, total) on XLA:CPU's intra-op pool (the one
 // TensorFlow's CPU device runs its ops on, which TF's XLA launch hands to
 // the executable), or serially where there is none. Shards are at least
@@ -167,6 +262,14 @@ inline void XlaFfiParallelFor(
   work();
   std::unique_lock<std::mutex> lock(state->mu);
   state->cv.wait(lock, [&] { return state->done == shards; });
+}
+
+// XlaFfiParallelFor as the ParallelFor the engines take.
+inline ParallelFor XlaFfiParallelForOf(xla::ffi::ThreadPool& pool) {
+  return [&pool](int64_t total, int64_t cost,
+                 const std::function<void(int64_t, int64_t)>& fn) {
+    XlaFfiParallelFor(pool, total, cost, fn);
+  };
 }
 
 }  // namespace tf_ops

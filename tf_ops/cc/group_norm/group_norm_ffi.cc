@@ -21,11 +21,8 @@
 // for an empty x.
 
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <string>
-#include <string_view>
-#include <utility>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,79 +50,19 @@ namespace ffi = xla::ffi;
 constexpr char kForwardOp[] = "TfOps>GroupNorm";
 constexpr char kGradOp[] = "TfOps>GroupNormGrad";
 
-// The call's attributes behind the GetAttr that ReadGroupNormAttrs (and each
-// activation's ReadAttrs) asks.
-struct FfiAttrs {
-  int64_t groups;
-  float epsilon;
-  int64_t axis;
-  std::string_view activation;
-  float alpha;
-  float beta;
-  bool approximate;
-
-  absl::Status GetAttr(std::string_view name, std::string* v) const {
-    if (name != "activation") return Unknown(name);
-    *v = std::string(activation);
-    return absl::OkStatus();
-  }
-  absl::Status GetAttr(std::string_view name, float* v) const {
-    if (name == "epsilon") {
-      *v = epsilon;
-    } else if (name == "alpha") {
-      *v = alpha;
-    } else if (name == "beta") {
-      *v = beta;
-    } else {
-      return Unknown(name);
-    }
-    return absl::OkStatus();
-  }
-  absl::Status GetAttr(std::string_view name, bool* v) const {
-    if (name != "approximate") return Unknown(name);
-    *v = approximate;
-    return absl::OkStatus();
-  }
-  absl::Status GetAttr(std::string_view name, int* v) const {
-    if (name != "axis") return Unknown(name);
-    *v = static_cast<int>(axis);
-    return absl::OkStatus();
-  }
-  absl::Status GetAttr(std::string_view name, int64_t* v) const {
-    if (name != "groups") return Unknown(name);
-    *v = groups;
-    return absl::OkStatus();
-  }
-  static absl::Status Unknown(std::string_view name) {
-    return absl::InvalidArgumentError(
-        std::string("group norm custom call: no attribute ") +
-        std::string(name));
-  }
-};
-
-std::vector<int64_t> DimsOf(const ffi::AnyBuffer& b) {
-  const auto d = b.dimensions();
-  return std::vector<int64_t>(d.begin(), d.end());
-}
-
-ffi::Error ErrorOf(const absl::Status& status) {
-  return status.ok() ? ffi::Error::Success()
-                     : ffi::Error::InvalidArgument(
-                           std::string(status.message()));
-}
-
 // The attributes, x's layout and Dtype, and the per-channel inputs' checks.
-absl::Status Prepare(const std::string& op, const FfiAttrs& raw,
+absl::Status Prepare(const std::string& op, const ffi::Dictionary& dict,
                      const ffi::AnyBuffer& x, const ffi::AnyBuffer& scale,
                      const ffi::AnyBuffer& offset, GroupNormAttrs* attrs,
                      GroupNormShape* shape, Dtype* dtype) {
-  TF_RETURN_IF_ERROR(ReadGroupNormAttrs(&raw, op, attrs));
-  const std::vector<int64_t> dims = DimsOf(x);
+  const FfiAttrReader reader(dict);
+  TF_RETURN_IF_ERROR(ReadGroupNormAttrs(&reader, op, attrs));
+  const std::vector<int64_t> dims = FfiDims(x);
   TF_RETURN_IF_ERROR(LayoutOf(op, dims, attrs->axis, attrs->groups, shape));
   TF_RETURN_IF_ERROR(
-      CheckChannelVector(op, "scale", dims, shape->c, DimsOf(scale)));
+      CheckChannelVector(op, "scale", dims, shape->c, FfiDims(scale)));
   TF_RETURN_IF_ERROR(
-      CheckChannelVector(op, "offset", dims, shape->c, DimsOf(offset)));
+      CheckChannelVector(op, "offset", dims, shape->c, FfiDims(offset)));
   if (!FfiDtype(x.element_type(), dtype)) {
     return absl::InvalidArgumentError(op + ": unsupported dtype");
   }
@@ -139,90 +76,59 @@ absl::Status CheckStats(const std::string& op, const ffi::AnyBuffer& x,
                         const GroupNormShape& shape,
                         const ffi::AnyBuffer& mean,
                         const ffi::AnyBuffer& rstd) {
-  TF_RETURN_IF_ERROR(CheckStat(op, "mean", DimsOf(x), shape, DimsOf(mean)));
-  return CheckStat(op, "rstd", DimsOf(x), shape, DimsOf(rstd));
+  TF_RETURN_IF_ERROR(CheckStat(op, "mean", FfiDims(x), shape, FfiDims(mean)));
+  return CheckStat(op, "rstd", FfiDims(x), shape, FfiDims(rstd));
 }
 
-// The bindings' common part: the buffers and attributes, in the order of the
-// handlers' parameters; each platform appends its context.
-template <typename B>
-auto WithAttrs(B binding) {
-  return std::move(binding).template Attr<int64_t>("groups")
-      .template Attr<float>("epsilon")
-      .template Attr<int64_t>("axis")
-      .template Attr<std::string_view>("activation")
-      .template Attr<float>("alpha")
-      .template Attr<float>("beta")
-      .template Attr<bool>("approximate");
-}
-
+// The bindings' common part: the buffers and all attributes, in the order of
+// the handlers' parameters; each platform appends its context.
 auto ForwardBinding() {
-  return WithAttrs(ffi::Ffi::Bind()
-                       .Arg<ffi::AnyBuffer>()    // x
-                       .Arg<ffi::AnyBuffer>()    // scale
-                       .Arg<ffi::AnyBuffer>()    // offset
-                       .Ret<ffi::AnyBuffer>()    // y
-                       .Ret<ffi::AnyBuffer>()    // mean
-                       .Ret<ffi::AnyBuffer>()    // rstd
-                       .Ret<ffi::AnyBuffer>());  // scratch
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()  // x
+      .Arg<ffi::AnyBuffer>()  // scale
+      .Arg<ffi::AnyBuffer>()  // offset
+      .Ret<ffi::AnyBuffer>()  // y
+      .Ret<ffi::AnyBuffer>()  // mean
+      .Ret<ffi::AnyBuffer>()  // rstd
+      .Ret<ffi::AnyBuffer>()  // scratch
+      .Attrs<ffi::Dictionary>();
 }
 
 auto BackwardBinding() {
-  return WithAttrs(ffi::Ffi::Bind()
-                       .Arg<ffi::AnyBuffer>()    // dy
-                       .Arg<ffi::AnyBuffer>()    // x
-                       .Arg<ffi::AnyBuffer>()    // scale
-                       .Arg<ffi::AnyBuffer>()    // offset
-                       .Arg<ffi::AnyBuffer>()    // mean
-                       .Arg<ffi::AnyBuffer>()    // rstd
-                       .Ret<ffi::AnyBuffer>()    // dx
-                       .Ret<ffi::AnyBuffer>()    // dscale
-                       .Ret<ffi::AnyBuffer>()    // doffset
-                       .Ret<ffi::AnyBuffer>());  // scratch
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()  // dy
+      .Arg<ffi::AnyBuffer>()  // x
+      .Arg<ffi::AnyBuffer>()  // scale
+      .Arg<ffi::AnyBuffer>()  // offset
+      .Arg<ffi::AnyBuffer>()  // mean
+      .Arg<ffi::AnyBuffer>()  // rstd
+      .Ret<ffi::AnyBuffer>()  // dx
+      .Ret<ffi::AnyBuffer>()  // dscale
+      .Ret<ffi::AnyBuffer>()  // doffset
+      .Ret<ffi::AnyBuffer>()  // scratch
+      .Attrs<ffi::Dictionary>();
 }
 
 #if TF_OPS_WITH_CUDA
-
-ffi::Error LaunchError(const char* error) {
-  return error == nullptr ? ffi::Error::Success()
-                          : ffi::Error::Internal(error);
-}
-
-// The engine's scratch from the FFI's allocator (null when it needs none).
-ffi::Error AllocateScratch(const GroupNormShape& shape,
-                           ffi::ScratchAllocator& allocator, void** out) {
-  const int64_t bytes = GroupNormGpuScratchBytes(shape);
-  *out = nullptr;
-  if (bytes == 0) return ffi::Error::Success();
-  std::optional<void*> allocated = allocator.Allocate(bytes, 256);
-  if (!allocated.has_value()) {
-    return ffi::Error(ffi::ErrorCode::kResourceExhausted,
-                      "TfOps>GroupNorm: cannot allocate the scratch");
-  }
-  *out = *allocated;
-  return ffi::Error::Success();
-}
 
 ffi::Error ForwardCuda(ffi::AnyBuffer x, ffi::AnyBuffer scale,
                        ffi::AnyBuffer offset, ffi::Result<ffi::AnyBuffer> y,
                        ffi::Result<ffi::AnyBuffer> mean,
                        ffi::Result<ffi::AnyBuffer> rstd,
-                       ffi::Result<ffi::AnyBuffer> /*scratch*/, int64_t groups,
-                       float epsilon, int64_t axis, std::string_view activation,
-                       float alpha, float beta, bool approximate, void* stream,
+                       ffi::Result<ffi::AnyBuffer> /*scratch*/,
+                       ffi::Dictionary dict, void* stream,
                        ffi::ScratchAllocator allocator) {
-  const FfiAttrs raw{groups, epsilon, axis, activation,
-                     alpha,  beta,    approximate};
   GroupNormAttrs attrs;
   GroupNormShape shape;
   Dtype dtype;
-  ffi::Error error = ErrorOf(
-      Prepare(kForwardOp, raw, x, scale, offset, &attrs, &shape, &dtype));
+  ffi::Error error = FfiErrorOf(
+      Prepare(kForwardOp, dict, x, scale, offset, &attrs, &shape, &dtype));
   if (error.failure()) return error;
   void* scratch = nullptr;
-  error = AllocateScratch(shape, allocator, &scratch);
+  error = FfiAllocate(allocator, GroupNormGpuScratchBytes(shape),
+                      kForwardOp, &scratch);
   if (error.failure()) return error;
-  return LaunchError(LaunchGroupNormForward(
+  return FfiLaunchError(LaunchGroupNormForward(
       attrs.activation, dtype, shape, attrs.epsilon, x.untyped_data(),
       scale.untyped_data(), offset.untyped_data(), y->untyped_data(),
       mean->untyped_data(), rstd->untyped_data(), scratch, stream));
@@ -235,24 +141,21 @@ ffi::Error BackwardCuda(ffi::AnyBuffer dy, ffi::AnyBuffer x,
                         ffi::Result<ffi::AnyBuffer> dscale,
                         ffi::Result<ffi::AnyBuffer> doffset,
                         ffi::Result<ffi::AnyBuffer> /*scratch*/,
-                        int64_t groups, float epsilon, int64_t axis,
-                        std::string_view activation, float alpha, float beta,
-                        bool approximate, void* stream,
+                        ffi::Dictionary dict, void* stream,
                         ffi::ScratchAllocator allocator) {
-  const FfiAttrs raw{groups, epsilon, axis, activation,
-                     alpha,  beta,    approximate};
   GroupNormAttrs attrs;
   GroupNormShape shape;
   Dtype dtype;
   absl::Status status =
-      Prepare(kGradOp, raw, x, scale, offset, &attrs, &shape, &dtype);
+      Prepare(kGradOp, dict, x, scale, offset, &attrs, &shape, &dtype);
   if (status.ok()) status = CheckStats(kGradOp, x, shape, mean, rstd);
-  ffi::Error error = ErrorOf(status);
+  ffi::Error error = FfiErrorOf(status);
   if (error.failure()) return error;
   void* scratch = nullptr;
-  error = AllocateScratch(shape, allocator, &scratch);
+  error = FfiAllocate(allocator, GroupNormGpuScratchBytes(shape), kGradOp,
+                      &scratch);
   if (error.failure()) return error;
-  return LaunchError(LaunchGroupNormGrad(
+  return FfiLaunchError(LaunchGroupNormGrad(
       attrs.activation, dtype, shape, dy.untyped_data(), x.untyped_data(),
       scale.untyped_data(), offset.untyped_data(), mean.untyped_data(),
       rstd.untyped_data(), dx->untyped_data(), dscale->untyped_data(),
@@ -282,29 +185,20 @@ int ActivationCycles(const ActivationChoice& act) {
 // The scratch result aligned for the engine's doubles, or null when it holds
 // fewer than `bytes`.
 double* AlignedScratch(ffi::Result<ffi::AnyBuffer>& scratch, int64_t bytes) {
-  if (static_cast<int64_t>(scratch->size_bytes()) < bytes + kScratchAlign) {
-    return nullptr;
-  }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch->untyped_data());
-  return reinterpret_cast<double*>((base + kScratchAlign - 1) &
-                                   ~uintptr_t{kScratchAlign - 1});
+  return static_cast<double*>(FfiAlignedScratch(scratch, bytes, kScratchAlign));
 }
 
 ffi::Error ForwardHost(ffi::AnyBuffer x, ffi::AnyBuffer scale,
                        ffi::AnyBuffer offset, ffi::Result<ffi::AnyBuffer> y,
                        ffi::Result<ffi::AnyBuffer> mean,
                        ffi::Result<ffi::AnyBuffer> rstd,
-                       ffi::Result<ffi::AnyBuffer> scratch, int64_t groups,
-                       float epsilon, int64_t axis, std::string_view activation,
-                       float alpha, float beta, bool approximate,
-                       ffi::ThreadPool pool) {
-  const FfiAttrs raw{groups, epsilon, axis, activation,
-                     alpha,  beta,    approximate};
+                       ffi::Result<ffi::AnyBuffer> scratch,
+                       ffi::Dictionary dict, ffi::ThreadPool pool) {
   GroupNormAttrs attrs;
   GroupNormShape shape;
   Dtype dtype;
-  const ffi::Error error = ErrorOf(
-      Prepare(kForwardOp, raw, x, scale, offset, &attrs, &shape, &dtype));
+  const ffi::Error error = FfiErrorOf(
+      Prepare(kForwardOp, dict, x, scale, offset, &attrs, &shape, &dtype));
   if (error.failure()) return error;
   const GroupNormTiling t = MakeGroupNormTiling(shape);
   GroupNormBuffers io;
@@ -338,19 +232,15 @@ ffi::Error BackwardHost(ffi::AnyBuffer dy, ffi::AnyBuffer x,
                         ffi::Result<ffi::AnyBuffer> dx,
                         ffi::Result<ffi::AnyBuffer> dscale,
                         ffi::Result<ffi::AnyBuffer> doffset,
-                        ffi::Result<ffi::AnyBuffer> scratch, int64_t groups,
-                        float epsilon, int64_t axis,
-                        std::string_view activation, float alpha, float beta,
-                        bool approximate, ffi::ThreadPool pool) {
-  const FfiAttrs raw{groups, epsilon, axis, activation,
-                     alpha,  beta,    approximate};
+                        ffi::Result<ffi::AnyBuffer> scratch,
+                        ffi::Dictionary dict, ffi::ThreadPool pool) {
   GroupNormAttrs attrs;
   GroupNormShape shape;
   Dtype dtype;
   absl::Status status =
-      Prepare(kGradOp, raw, x, scale, offset, &attrs, &shape, &dtype);
+      Prepare(kGradOp, dict, x, scale, offset, &attrs, &shape, &dtype);
   if (status.ok()) status = CheckStats(kGradOp, x, shape, mean, rstd);
-  const ffi::Error error = ErrorOf(status);
+  const ffi::Error error = FfiErrorOf(status);
   if (error.failure()) return error;
   const GroupNormTiling t = MakeGroupNormTiling(shape);
   GroupNormBuffers io;
