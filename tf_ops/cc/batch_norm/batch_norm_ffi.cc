@@ -131,7 +131,7 @@ ffi::Error TrainingCuda(ffi::AnyBuffer x, ffi::AnyBuffer scale,
                         ffi::ScratchAllocator allocator) {
   BatchNormAttrs attrs;
   BatchNormLayout layout;
-  Dtype dtype;
+  Dtype dtype = Dtype::kFloat;  // set by Prepare
   ffi::Error error = FfiErrorOf(Prepare<Phase::kTraining>(
       dict, {x, scale, offset}, &attrs, &layout, &dtype));
   if (error.failure()) return error;
@@ -156,7 +156,7 @@ ffi::Error GradCuda(ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer scale,
                     ffi::ScratchAllocator allocator) {
   BatchNormAttrs attrs;
   BatchNormLayout layout;
-  Dtype dtype;
+  Dtype dtype = Dtype::kFloat;  // set by Prepare
   ffi::Error error = FfiErrorOf(Prepare<Phase::kTrainingGrad>(
       dict, {dy, x, scale, offset, mean, variance, d_mean, d_variance},
       &attrs, &layout, &dtype));
@@ -203,7 +203,7 @@ ffi::Error TrainingHost(ffi::AnyBuffer x, ffi::AnyBuffer scale,
                         ffi::Dictionary dict, ffi::ThreadPool pool) {
   BatchNormAttrs attrs;
   BatchNormLayout layout;
-  Dtype dtype;
+  Dtype dtype = Dtype::kFloat;  // set by Prepare
   ffi::Error error = FfiErrorOf(Prepare<Phase::kTraining>(
       dict, {x, scale, offset}, &attrs, &layout, &dtype));
   if (error.failure()) return error;
@@ -228,7 +228,7 @@ ffi::Error GradHost(ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer scale,
                     ffi::ThreadPool pool) {
   BatchNormAttrs attrs;
   BatchNormLayout layout;
-  Dtype dtype;
+  Dtype dtype = Dtype::kFloat;  // set by Prepare
   ffi::Error error = FfiErrorOf(Prepare<Phase::kTrainingGrad>(
       dict, {dy, x, scale, offset, mean, variance, d_mean, d_variance},
       &attrs, &layout, &dtype));
