@@ -87,6 +87,42 @@ def test_flash_attention_flag_and_config_run_the_fused_op():
     assert y.shape == (1, 8, 6)
 
 
+def test_under_jit_on_the_cpu_the_fused_op_stays():
+    """Unlike the families `xla_cpu.LEFT` names, attention does not step aside under
+    jit_compile on the CPU: a patched MultiHeadAttention train step compiles to the op's
+    custom calls (no [batch, heads, T, S] softmax), with stock's values; the report
+    leaves attention out of what runs Keras's code there."""
+    from tf_ops.python.patch import xla_cpu
+
+    assert not xla_cpu.steps_aside(("attention",))
+    mha = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    x = tf.constant(RNG.normal(size=(2, 8, 6)), tf.float32)
+    mask = tf.constant(np.tril(np.ones((8, 8), bool))[None].repeat(2, 0))
+    mha(x, x, attention_mask=mask)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = mha(x, x, attention_mask=mask)
+            loss = tf.reduce_sum(y * y)
+        return [y, *tape.gradient(loss, [x, *mha.trainable_weights])]
+
+    def run():
+        fn = tf.function(step, jit_compile=True)
+        return [t.numpy() for t in fn(x)], fn.experimental_get_compiler_ir(x)(stage="hlo")
+
+    expected, stock_hlo = run()
+    with tf_ops.patch_keras(only=("attention",)) as patch:
+        got, hlo = run()
+        text = str(patch.report())
+    assert 'custom_call_target="tf_ops_attention_forward"' in hlo
+    assert 'custom_call_target="tf_ops_attention_backward"' in hlo
+    assert "custom-call" not in stock_hlo
+    assert "Keras's own code for" not in text, text
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
 def test_soft_cap_and_multi_query():
     """Keras's TF backend refuses attn_logits_soft_cap and fails on one KV head; the
     patched function computes both (against the float64 reference)."""

@@ -96,7 +96,8 @@ def _install_one(entry: Entry, target: str) -> None:
         original: Callable = getattr(owner, attribute)
         if isinstance(raw, staticmethod):
             original = raw.__func__
-        replacement = xla_cpu.stepping_aside(entry.replacement(original), original)
+        replacement = xla_cpu.stepping_aside(entry.replacement(original), original,
+                                             entry.families)
         replacement.__tf_ops_patch__ = entry.target
         _built[target] = raw, replacement
     setattr(owner, attribute, staticmethod(replacement) if isinstance(raw, staticmethod)

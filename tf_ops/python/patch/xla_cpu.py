@@ -4,10 +4,13 @@ Keras's own, and how a replacement knows it is being compiled for the CPU.
 XLA:CPU fuses Keras's element-wise composites (an activation, a bias + activation, a
 norm's normalise-and-scale, a masked softmax) into the loops of the ops around them. A
 tf_ops lowering is a fusion boundary of its own, so under XLA it saves nothing and can
-cut a fusion XLA would have made. Measured one family patched at a time, every family
-was at best even with stock Keras there (docs/benchmarks.md, "Measurements behind code
-choices"): so the patch leaves the whole model to XLA, and a patched model compiles to
-what the stock one does.
+cut a fusion XLA would have made. Measured one family patched at a time, those families
+were at best even with stock Keras there (docs/benchmarks.md, "Measurements behind code
+choices"): they are `LEFT`, and a model of them alone compiles to what the stock one
+does. Attention is not: its lowering is a custom call into the flash-attention engine,
+which XLA has no equivalent of (it computes the [batch, heads, T, S] weights), and a
+patched model under XLA keeps it: faster, and at long contexts a fraction of the memory
+(the same section).
 Outside XLA, and under XLA on a GPU, nothing changes. The functions (``tf_ops.gelu``, ...) and the
 ``tf_ops.layers`` keep their lowerings everywhere: this is the patch's choice for
 models nobody wrote for tf_ops, not the ops'.
@@ -20,8 +23,10 @@ from typing import Callable
 
 import tensorflow as tf
 
-# The patch families that step aside under XLA on the CPU: every one (the measurements:
-# docs/benchmarks.md, "Measurements behind code choices").
+# The patch families that step aside under XLA on the CPU: all but attention (the
+# measurements: docs/benchmarks.md, "Measurements behind code choices"). Batch norm stays
+# here although its training ops are custom calls now: the activation after it is not
+# fused under XLA (the activation family steps aside), and the step's peak memory rose.
 LEFT: frozenset[str] = frozenset({
     "activation", "batch_norm", "conv", "dense", "norm", "softmax", "loss", "rotary",
     "lm_head", "optimizer",
@@ -39,9 +44,18 @@ def compiling_for_cpu() -> bool:
     return tf.__internal__.get_enclosing_xla_context() is not None and not _has_gpu()
 
 
-def stepping_aside(replacement: Callable, original: Callable) -> Callable:
-    """`replacement`, which calls `original` instead while XLA compiles for the CPU (every
-    family is `LEFT` there)."""
+def steps_aside(families: tuple[str, ...]) -> bool:
+    """Whether a patch entry of these families runs Keras's code under XLA on the CPU:
+    where any of them is `LEFT`."""
+    return any(f in LEFT for f in families)
+
+
+def stepping_aside(replacement: Callable, original: Callable,
+                   families: tuple[str, ...]) -> Callable:
+    """`replacement`, which calls `original` instead while XLA compiles for the CPU where
+    `families` step aside there (`steps_aside`); `replacement` itself otherwise."""
+    if not steps_aside(families):
+        return replacement
 
     @functools.wraps(replacement)
     def run(*args, **kwargs):
