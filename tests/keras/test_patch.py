@@ -804,20 +804,31 @@ def _jit_train_step(model, x) -> tuple[dict[str, np.ndarray], set[str]]:
 
 
 def test_jit_compile_and_mixed_precision(monkeypatch):
-    """Under jit_compile: on the CPU, Keras's own batch norm and activation (the
-    families are left to XLA there, `xla_cpu.LEFT`); compiled for a GPU, the ops'
-    lowerings with the activation fused into the batch norm, forward and backward (the
-    choice is made while tracing, so a traced program shows it without a GPU)."""
+    """Under jit_compile, on the CPU and compiled for a GPU alike: the batch-norm ops'
+    lowerings (custom calls into the engine) with the activation fused into the batch
+    norm, forward and backward, where the library has them; on the CPU, with the
+    batch-norm family left to XLA (`xla_cpu.LEFT`), Keras's own code (the choice is made
+    while tracing, so a traced program shows it without a GPU)."""
     model = _conv_bn(keras.layers.Activation("gelu", name="gelu"))
     data = _images()
     start = snapshot(model)
     expected, _ = _jit_train_step(model, data)
     restore(model, start)
+    if keras_layers._BATCH_NORM_LOWERED:
+        assert not xla_cpu.steps_aside(("batch_norm",))
+        with tf_ops.patch_keras():
+            got, ops = _jit_train_step(model, data)
+        restore(model, start)
+        assert_close(expected, got)
+        assert {"TfOps>BatchNormTraining", "TfOps>BatchNormTrainingGrad"} <= ops
+        assert not ops & {"TfOps>Gelu", "TfOps>GeluGrad", "Erf"}
+    monkeypatch.setattr(xla_cpu, "LEFT", xla_cpu.LEFT | {"batch_norm"})
     with tf_ops.patch_keras():
         got, ops = _jit_train_step(model, data)
     restore(model, start)
     assert_close(expected, got)
     assert not any(op.startswith("TfOps>") for op in ops), ops
+    monkeypatch.undo()
     if keras_layers._BATCH_NORM_LOWERED:
         monkeypatch.setattr(xla_cpu, "_has_gpu", lambda: True)
         with tf_ops.patch_keras():
@@ -1245,6 +1256,26 @@ def test_grouped_conv_with_a_group_per_channel_is_depthwise(layer, shape):
     assert "DepthwiseConv2dNative" in patched and "Conv2D" not in patched, patched
     assert rows["grouped"].startswith("TensorFlow's depthwise convolution"), rows
     assert patch.families == ("conv",)
+
+
+def test_under_jit_on_the_cpu_a_grouped_conv_before_a_batch_norm_keeps_keras_code():
+    """The convolution's patched call also serves the batch-norm family (folds), which
+    does not step aside under XLA on the CPU; its depthwise path (the conv family, which
+    does) is Keras's grouped convolution there, while the batch norm runs its op."""
+    model = _conv_bn_block(keras.layers.Conv2D(8, 3, padding="same", groups=8,
+                                               name="grouped"),
+                           [keras.layers.Activation("relu")], shape=(2, 7, 7, 8))
+    data = _images((2, 7, 7, 8))
+    start = snapshot(model)
+    expected, stock_ops = _jit_train_step(model, data)
+    restore(model, start)
+    with tf_ops.patch_keras(only=("conv", "batch_norm")):
+        got, ops = _jit_train_step(model, data)
+    restore(model, start)
+    assert_close(expected, got)
+    assert "DepthwiseConv2dNative" not in ops and "DepthwiseConv2dNative" not in stock_ops
+    if keras_layers._BATCH_NORM_LOWERED:
+        assert "TfOps>BatchNormTraining" in ops, ops
 
 
 def test_other_grouped_convs_keep_keras_code():

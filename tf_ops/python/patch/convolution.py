@@ -24,7 +24,7 @@ import tensorflow as tf
 from keras.src.layers.convolutional.base_conv import BaseConv
 from keras.src.layers.convolutional.base_depthwise_conv import BaseDepthwiseConv
 
-from tf_ops.python.patch import state
+from tf_ops.python.patch import state, xla_cpu
 
 
 def depthwise_reason_left(conv: keras.layers.Layer) -> str | None:
@@ -44,6 +44,7 @@ def runs_depthwise(conv: keras.layers.Layer) -> bool:
     """Whether the patch runs `conv` (a ``Conv2D``) as a depthwise
     convolution now: the ``conv`` family is active and it has one group per channel."""
     return (isinstance(conv, BaseConv) and conv.groups > 1 and state.active("conv")
+            and not (xla_cpu.compiling_for_cpu() and "conv" in xla_cpu.LEFT)
             and depthwise_reason_left(conv) is None)
 
 

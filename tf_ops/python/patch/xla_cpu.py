@@ -7,10 +7,12 @@ tf_ops lowering is a fusion boundary of its own, so under XLA it saves nothing a
 cut a fusion XLA would have made. Measured one family patched at a time, those families
 were at best even with stock Keras there (docs/benchmarks.md, "Measurements behind code
 choices"): they are `LEFT`, and a model of them alone compiles to what the stock one
-does. Attention is not: its lowering is a custom call into the flash-attention engine,
-which XLA has no equivalent of (it computes the [batch, heads, T, S] weights), and a
-patched model under XLA keeps it: faster, and at long contexts a fraction of the memory
-(the same section).
+does. Two are not. Attention's lowering is a custom call into the flash-attention
+engine, which XLA has no equivalent of (it computes the [batch, heads, T, S] weights):
+faster, and at long contexts a fraction of the memory. Batch norm's training ops are
+custom calls into its engine, with the activation after the layer fused in (the graph
+runner pairs them under XLA too): a train step's two passes each way where XLA's
+reductions take more (the same section).
 Outside XLA, and under XLA on a GPU, nothing changes. The functions (``tf_ops.gelu``, ...) and the
 ``tf_ops.layers`` keep their lowerings everywhere: this is the patch's choice for
 models nobody wrote for tf_ops, not the ops'.
@@ -23,12 +25,10 @@ from typing import Callable
 
 import tensorflow as tf
 
-# The patch families that step aside under XLA on the CPU: all but attention (the
-# measurements: docs/benchmarks.md, "Measurements behind code choices"). Batch norm stays
-# here although its training ops are custom calls now: the activation after it is not
-# fused under XLA (the activation family steps aside), and the step's peak memory rose.
+# The patch families that step aside under XLA on the CPU: all but attention and batch
+# norm (the measurements: docs/benchmarks.md, "Measurements behind code choices").
 LEFT: frozenset[str] = frozenset({
-    "activation", "batch_norm", "conv", "dense", "norm", "softmax", "loss", "rotary",
+    "activation", "conv", "dense", "norm", "softmax", "loss", "rotary",
     "lm_head", "optimizer",
 })
 
@@ -46,20 +46,19 @@ def compiling_for_cpu() -> bool:
 
 def steps_aside(families: tuple[str, ...]) -> bool:
     """Whether a patch entry of these families runs Keras's code under XLA on the CPU:
-    where any of them is `LEFT`."""
-    return any(f in LEFT for f in families)
+    where all of them are `LEFT`. An entry of several families that runs (the graph
+    runner, a convolution's call) asks `LEFT` for each thing it does itself."""
+    return all(f in LEFT for f in families)
 
 
 def stepping_aside(replacement: Callable, original: Callable,
                    families: tuple[str, ...]) -> Callable:
     """`replacement`, which calls `original` instead while XLA compiles for the CPU where
-    `families` step aside there (`steps_aside`); `replacement` itself otherwise."""
-    if not steps_aside(families):
-        return replacement
+    `families` step aside there (`steps_aside`, asked at each call)."""
 
     @functools.wraps(replacement)
     def run(*args, **kwargs):
-        if compiling_for_cpu():
+        if compiling_for_cpu() and steps_aside(families):
             return original(*args, **kwargs)
         return replacement(*args, **kwargs)
 
