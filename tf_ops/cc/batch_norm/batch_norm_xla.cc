@@ -127,17 +127,9 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
                    ReadBatchNormAttrs(ctx, BatchNormOpName(kPhase), &attrs_));
     // The attributes as given, for the custom call's handler, which reads
     // them with the same ReadBatchNormAttrs.
-    float alpha = 0.0f, beta = 0.0f;
-    bool approximate = false;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("alpha", &alpha));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("beta", &beta));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("approximate", &approximate));
-    ffi_attrs_.Add("epsilon", attrs_.epsilon)
-        .Add("axis", static_cast<int64_t>(attrs_.axis))
-        .AddName("activation", attrs_.activation.name())
-        .Add("alpha", alpha)
-        .Add("beta", beta)
-        .Add("approximate", approximate);
+    OP_REQUIRES_OK(ctx, ffi_attrs_.AddOpAttrs(ctx, {"epsilon", "axis",
+                                                    "activation", "alpha",
+                                                    "beta", "approximate"}));
   }
 
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {

@@ -2,6 +2,7 @@
 
 #include "tf_ops/cc/core/xla_custom_call.h"
 
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "tensorflow/compiler/tf2xla/xla_compiler.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
+#include "tensorflow/core/framework/attr_value.pb.h"
+#include "tensorflow/core/framework/node_def_util.h"
 #include "xla/ffi/api/c_api.h"
 #include "xla/shape_util.h"
 #include "xla/xla_data.pb.h"
@@ -56,6 +59,45 @@ XlaFfiAttrs& XlaFfiAttrs::AddName(const std::string& name,
                                   const std::string& value) {
   entries_.push_back(absl::StrCat(name, " = \"", value, "\""));
   return *this;
+}
+
+absl::Status XlaFfiAttrs::AddOpAttrs(
+    const tensorflow::OpKernelConstruction* ctx,
+    std::initializer_list<const char*> names) {
+  const tensorflow::AttrSlice attrs(ctx->def());
+  for (const char* name : names) {
+    const tensorflow::AttrValue* v = attrs.Find(name);
+    if (v == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ctx->def().op(), " has no attribute ", name));
+    }
+    switch (v->value_case()) {
+      case tensorflow::AttrValue::kF:
+        Add(name, v->f());
+        break;
+      case tensorflow::AttrValue::kI:
+        Add(name, static_cast<int64_t>(v->i()));
+        break;
+      case tensorflow::AttrValue::kB:
+        Add(name, v->b());
+        break;
+      case tensorflow::AttrValue::kS:
+        for (char c : v->s()) {
+          if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') {
+            return absl::InvalidArgumentError(absl::StrCat(
+                ctx->def().op(), ": attribute ", name, " '", v->s(),
+                "' is not a name"));
+          }
+        }
+        AddName(name, v->s());
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat(ctx->def().op(), ": attribute ", name,
+                         " is not a float, int, bool or string"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string XlaFfiAttrs::Dictionary() const {

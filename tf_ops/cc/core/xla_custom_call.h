@@ -30,9 +30,11 @@
 #define TF_OPS_CC_CORE_XLA_CUSTOM_CALL_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "xla/hlo/builder/xla_builder.h"
@@ -51,6 +53,12 @@ class XlaFfiAttrs {
   // A string attribute (std::string_view in the handler) holding a name:
   // letters, digits and '_' only, so that it needs no escaping.
   XlaFfiAttrs& AddName(const std::string& name, const std::string& value);
+  // The op's own attributes `names` (float, int, bool or string), as the
+  // graph gives them, so that the handler reads and checks them with the
+  // kernel's reader (xla_ffi.h's FfiAttrReader). An error names an attribute
+  // the op lacks or of another type.
+  absl::Status AddOpAttrs(const tensorflow::OpKernelConstruction* ctx,
+                          std::initializer_list<const char*> names);
   // {a = 0x3F800000 : f32, b = -1 : i64, c = true, d = "Swish"}
   std::string Dictionary() const;
 
