@@ -116,6 +116,10 @@ def case_operands(rng, sizes, kwargs, dtype):
         bias = rng.standard_normal((b, n, t, s))
     elif bias == "row":
         bias = rng.standard_normal((1, 1, 1, s))
+    elif bias == "heads":  # T5's relative position bias: shared by the batch
+        bias = rng.standard_normal((1, n, t, s))
+    elif bias == "key":  # a per-key bias of each batch row (ALiBi-like padding)
+        bias = rng.standard_normal((b, 1, 1, s))
     bias_t = bias64 = None
     if bias is not None:
         bias_t, bias64 = rounded(bias, dtype)
@@ -176,6 +180,9 @@ GRAD_CASES = [
     ((2, 5, 7, 2, 2, 3, 3), dict(mask="dead")),
     ((1, 5, 5, 4, 2, 3, 3), dict(softcap=1.5, window=2)),
     ((1, 4, 6, 2, 2, 3, 3), dict(bias="full")),
+    # TfOps>AttentionBiasGrad summing over what the bias is broadcast along.
+    ((3, 5, 6, 4, 2, 3, 3), dict(bias="heads", causal=True)),
+    ((2, 4, 5, 2, 1, 3, 2), dict(bias="key", softcap=2.0, mask="dead")),
 ]
 
 
@@ -227,18 +234,18 @@ def test_fused_backward_against_composite():
         attrs = attn.op_attrs(sizes[5], kw.get("scale"), kw.get("causal", False),
                               kw.get("window"), kw.get("softcap"))
         grads = []
+        operands = [q, k, v] + ([bias] if bias is not None else [])
         for fused in (True, False):
-            x64 = [tf.cast(t, tf.float64) for t in (q, k, v)]
-            xs = [q, k, v] if fused else x64
+            xs = operands if fused else [tf.cast(t, tf.float64) for t in operands]
             with tf.GradientTape() as tape:
                 tape.watch(xs)
+                b = xs[3] if bias is not None else None
                 if fused:
-                    out = tf_ops.attention(*xs, mask=mask, bias=bias, **kw)
+                    out = tf_ops.attention(*xs[:3], mask=mask, bias=b, **kw)
                 else:
-                    b64 = None if bias is None else tf.cast(bias, tf.float64)
-                    out = attn.composite(*xs, mask, b64, attrs)
+                    out = attn.composite(*xs[:3], mask, b, attrs)
             grads.append(tape.gradient(out, xs, output_gradients=tf.cast(up, out.dtype)))
-        for name, a, b in zip("qkv", *grads):
+        for name, a, b in zip(["q", "k", "v", "bias"], *grads):
             b = b.numpy()
             bound = TOL[dtype] * 20 * max(np.abs(b).max(), 1.0)
             err = np.abs(tf.cast(a, tf.float64).numpy() - b).max() if b.size else 0.0
@@ -260,6 +267,58 @@ def test_deterministic():
         return [out] + tape.gradient(out, [q, k, v], output_gradients=tf.ones_like(out))
 
     first, second = run(), run()
+    for a, b in zip(first, second):
+        assert np.array_equal(a.numpy(), b.numpy())
+
+
+def test_bias_gradient_second_order():
+    """The bias gradient op's own gradient (composed from the composite) against
+    finite differences, through query, key, value and the bias."""
+    q, k, v, mask, bias, kw = _grad_case(7, (2, 4, 5, 2, 1, 3, 3), dict(bias="heads"))
+    up = tf.constant(np.random.default_rng(8).standard_normal((2, 4, 2, 3)))
+
+    def first(q, k, v, bias):
+        with tf.GradientTape() as tape:
+            tape.watch(bias)
+            out = tf_ops.attention(q, k, v, mask=mask, bias=bias, **kw)
+        d_bias = tape.gradient(out, bias, output_gradients=up)
+        return tf.reduce_sum(d_bias * d_bias)
+
+    theoretical, numerical = tf.test.compute_gradient(first, [q, k, v, bias], delta=1e-5)
+    for i, (a, n) in enumerate(zip(theoretical, numerical)):
+        np.testing.assert_allclose(a, n, atol=1e-7, err_msg=f"operand {i}")
+
+
+def test_bias_gradient_is_fused_deterministic_and_skipped_when_not_asked():
+    """A trainable bias broadcast over the batch (T5's) gets its gradient from
+    TfOps>AttentionBiasGrad, summed over the batch in a fixed order (the same bits on
+    every run); a bias whose gradient nobody asks for costs no bias-gradient op."""
+    rng = np.random.default_rng(9)
+    (q, k, v, _, bias, kw), _ = case_operands(rng, (3, 40, 40, 4, 2, 16, 16),
+                                              dict(bias="heads", causal=True), tf.float32)
+
+    @tf.function
+    def step(q, k, v, bias):
+        with tf.GradientTape() as tape:
+            tape.watch([q, bias])
+            out = tf_ops.attention(q, k, v, bias=bias, **kw)
+        return tape.gradient(out, [q, bias], output_gradients=tf.ones_like(out) * 0.1)
+
+    @tf.function
+    def without(q, k, v, bias):
+        with tf.GradientTape() as tape:
+            tape.watch(q)
+            out = tf_ops.attention(q, k, v, bias=bias, **kw)
+        return tape.gradient(out, q)
+
+    types = {op.type for op in step.get_concrete_function(q, k, v, bias).graph
+             .get_operations()}
+    assert "TfOps>AttentionBiasGrad" in types, types
+    types = {op.type for op in without.get_concrete_function(q, k, v, bias).graph
+             .get_operations()}
+    assert "TfOps>AttentionBiasGrad" not in types and "TfOps>AttentionGrad" in types
+    first, second = step(q, k, v, bias), step(q, k, v, bias)
+    assert first[1].shape == bias.shape
     for a, b in zip(first, second):
         assert np.array_equal(a.numpy(), b.numpy())
 

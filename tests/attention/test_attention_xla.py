@@ -87,7 +87,7 @@ def _reference(q, k, v, mask, bias, causal=False, scale=1.0, window=-1, softcap=
     v = tf.repeat(v, n // kh, axis=2)
     logits = tf.einsum("btnd,bsnd->bnts", q, k) * scale
     if np.ndim(bias):
-        logits += tf.constant(bias, tf.float64)
+        logits += tf.cast(bias, tf.float64)
     if softcap > 0:
         logits = softcap * tf.tanh(logits / softcap)
     kept = tf.broadcast_to(tf.constant(mask), (b, n, t, s))
@@ -115,6 +115,14 @@ def _reference_grads(q, k, v, mask, bias, dout, **attrs):
     return tape.gradient(out, [q, k, v], output_gradients=tf.constant(dout, tf.float64))
 
 
+def _reference_bias_grad(q, k, v, mask, bias, dout, **attrs):
+    bias = tf.constant(bias, tf.float64)
+    with tf.GradientTape() as tape:
+        tape.watch(bias)
+        out, _ = _reference(q, k, v, mask, bias, **attrs)
+    return tape.gradient(out, bias, output_gradients=tf.constant(dout, tf.float64))
+
+
 def _jit_functions(ops, dtype, attrs):
     lse_type = tf.float64 if dtype == tf.float64 else tf.float32
 
@@ -127,7 +135,12 @@ def _jit_functions(ops, dtype, attrs):
         return ops.tf_ops_attention_grad(query=q, key=k, value=v, mask=mask, bias=bias,
                                          output=out, lse=lse, doutput=dout, **attrs)
 
-    return forward, backward
+    def bias_grad(q, k, v, mask, bias, dout):
+        out, lse = forward(q, k, v, mask, bias)
+        return ops.tf_ops_attention_bias_grad(query=q, key=k, value=v, mask=mask, bias=bias,
+                                              output=out, lse=lse, doutput=dout, **attrs)
+
+    return forward, backward, bias_grad
 
 
 def _assert_close(actual, expected, dtype, what):
@@ -146,7 +159,7 @@ def _assert_close(actual, expected, dtype, what):
 def test_jit_forward_and_gradients_match_float64_reference(case, dtype, xla_path):
     ops = _ops()
     q, k, v, mask, bias, dout, attrs = _inputs(case, dtype)
-    forward, backward = _jit_functions(ops, dtype, attrs)
+    forward, backward, bias_grad = _jit_functions(ops, dtype, attrs)
     args = [tf.constant(x, dtype) for x in (q, k, v)]
     args += [tf.constant(mask), tf.constant(bias, dtype)]
     out, lse = tf.function(forward, jit_compile=True)(*args)
@@ -168,6 +181,15 @@ def test_jit_forward_and_gradients_match_float64_reference(case, dtype, xla_path
     _assert_close(lse, ref_lse, tf.float32 if dtype != tf.float64 else dtype, "lse")
     for name, got, ref in zip(("dquery", "dkey", "dvalue"), (dq, dk, dv), ref_grads):
         _assert_close(got, ref, dtype, name)
+    if np.ndim(bias):  # TfOps>AttentionBiasGrad, summed over the bias's broadcast
+        d_bias = tf.function(bias_grad, jit_compile=True)(*args, tf.constant(dout, dtype))
+        if xla_path == "custom_call":
+            np.testing.assert_array_equal(
+                tf.cast(d_bias, tf.float64).numpy(),
+                tf.cast(bias_grad(*args, tf.constant(dout, dtype)), tf.float64).numpy())
+        assert d_bias.shape == bias.shape
+        _assert_close(d_bias, _reference_bias_grad(q, k, v, mask, bias, dout, **attrs),
+                      dtype, "dbias")
 
 
 def _hlo(fn, *args) -> str:
@@ -194,7 +216,7 @@ def test_hlo_is_custom_calls_without_the_logits(dtype, xla_path):
             for shape in ((b, t, n, d), (b, s, k, d), (b, s, k, d))]
     args += [tf.constant(rng.random((b, 1, t, s)) > 0.2), tf.constant(0.0, dtype)]
     dout = tf.constant(rng.normal(size=(b, t, n, d)), dtype)
-    _, backward = _jit_functions(ops, dtype, dict(scale=0.5, causal=True))
+    _, backward, _ = _jit_functions(ops, dtype, dict(scale=0.5, causal=True))
     hlo = _hlo(backward, *args, dout)
     logits = b * n * t * s
     largest = max(_array_sizes(hlo))

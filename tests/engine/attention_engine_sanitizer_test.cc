@@ -118,8 +118,9 @@ void Reference(const Case& c, const std::vector<double>& q,
                const std::vector<double>& dout, double scale,
                std::vector<double>* out, std::vector<double>* lse,
                std::vector<double>* dq, std::vector<double>* dk,
-               std::vector<double>* dv) {
+               std::vector<double>* dv, std::vector<double>* dbias) {
   out->assign(c.b * c.t * c.n * c.dv, 0);
+  dbias->assign(bias.size(), 0);
   lse->assign(c.b * c.n * c.t, 0);
   dq->assign(q.size(), 0);
   dk->assign(k.size(), 0);
@@ -165,6 +166,8 @@ void Reference(const Case& c, const std::vector<double>& q,
           }
           if (!any) continue;  // dead rows reach only value
           const double ds = p[s] * (dps - delta) * g[s] * scale;
+          if (c.bias == 1) (*dbias)[((b * c.n + n) * c.t + t) * c.s + s] += ds / scale;
+          if (c.bias == 2) (*dbias)[n * c.s + s] += ds / scale;
           for (int64_t d = 0; d < c.d; ++d) {
             (*dq)[((b * c.t + t) * c.n + n) * c.d + d] +=
                 ds * k[((b * c.s + s) * c.k + kh) * c.d + d];
@@ -200,6 +203,7 @@ ParallelFor Threads(int threads) {
 
 struct Buffers {
   std::unique_ptr<char[]> q, k, v, bias, out, lse, dout, dq, dk, dv, scratch;
+  std::unique_ptr<char[]> dbias, bias_scratch;
 };
 
 void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
@@ -265,11 +269,12 @@ void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
   } else if (c.bias == 2) {
     p.bias = {in.bias.get(), {0, c.s, 0, 1}};
   }
-  std::vector<double> out, lse, dq, dk, dv;
-  Reference(c, q, k, v, mask, bias, dout, scale, &out, &lse, &dq, &dk, &dv);
+  std::vector<double> out, lse, dq, dk, dv, dbias;
+  Reference(c, q, k, v, mask, bias, dout, scale, &out, &lse, &dq, &dk, &dv,
+            &dbias);
 
   const size_t lse_size = st.stat_size();
-  std::vector<char> first[5];
+  std::vector<char> first[6];
   for (int threads : {1, 3}) {
     Buffers o;
     o.out = Buffer(out.size() * st.size);
@@ -284,6 +289,15 @@ void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
                          o.out.get(), in.dout.get(), o.lse.get(), o.dq.get(),
                          o.dk.get(), o.dv.get(), o.scratch.get(),
                          Threads(threads));
+    const int64_t nb = static_cast<int64_t>(dbias.size());
+    o.dbias = Buffer(nb * st.size);
+    o.bias_scratch = Buffer(CpuAttentionBiasGradScratchBytes(st.dtype, nb));
+    if (nb > 0) {
+      CpuAttentionBiasGrad(st.dtype, p, in.q.get(), in.k.get(), in.v.get(),
+                           o.out.get(), in.dout.get(), o.lse.get(),
+                           o.dbias.get(), nb, o.bias_scratch.get(),
+                           Threads(threads));
+    }
     char ctx[160];
     std::snprintf(ctx, sizeof(ctx), "%s %s%s threads=%d", c.name, st.name,
                   st.dtype == Dtype::kBFloat16 && ActiveAvx512Bf16()
@@ -309,12 +323,13 @@ void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
     check("dq", o.dq.get(), dq, false);
     check("dk", o.dk.get(), dk, false);
     check("dv", o.dv.get(), dv, false);
-    const char* results[5] = {o.out.get(), o.dq.get(), o.dk.get(), o.dv.get(),
-                              o.lse.get()};
-    const size_t sizes[5] = {out.size() * st.size, dq.size() * st.size,
+    check("dbias", o.dbias.get(), dbias, false);
+    const char* results[6] = {o.out.get(), o.dq.get(), o.dk.get(), o.dv.get(),
+                              o.lse.get(), o.dbias.get()};
+    const size_t sizes[6] = {out.size() * st.size, dq.size() * st.size,
                              dk.size() * st.size, dv.size() * st.size,
-                             lse.size() * lse_size};
-    for (int i = 0; i < 5; ++i) {
+                             lse.size() * lse_size, dbias.size() * st.size};
+    for (int i = 0; i < 6; ++i) {
       if (threads == 1) {
         first[i].assign(results[i], results[i] + sizes[i]);
       } else {

@@ -12,7 +12,9 @@
 // lengths 1, 17, 130; empty T and S. Every output starts as NaN bits, so an
 // element a kernel does not write fails (except where the reference is NaN);
 // on the GPU the backward runs twice and must give the same bits (no
-// atomics). Prints `SUMMARY checks family=attention passed=N failed=M`.
+// atomics). The bias's gradient (LaunchAttentionBiasGrad) wherever there is a
+// bias, [1, N, T, S] summed over the batch. Prints `SUMMARY checks
+// family=attention passed=N failed=M`.
 
 #ifndef TF_OPS_TESTS_GPU_ATTENTION_SELFTEST_H_
 #define TF_OPS_TESTS_GPU_ATTENTION_SELFTEST_H_
@@ -77,7 +79,7 @@ inline Tolerance TolFor(Dtype dtype) {
 
 // The float64 reference of attention_params.h, for one call.
 struct Reference {
-  std::vector<double> out, lse, dq, dk, dv;
+  std::vector<double> out, lse, dq, dk, dv, dbias;
 };
 
 inline Reference Compute(const AttentionParams& p, const std::vector<double>& q,
@@ -94,6 +96,7 @@ inline Reference Compute(const AttentionParams& p, const std::vector<double>& q,
   r.dq.assign(B * T * N * D, 0.0);
   r.dk.assign(B * S * K * D, 0.0);
   r.dv.assign(B * S * K * Dv, 0.0);
+  r.dbias.assign(bias.size(), 0.0);
   std::vector<double> pre(S), x(S), pr(S), dp(S);
   std::vector<char> kept(S);
   for (int64_t b = 0; b < B; ++b) {
@@ -164,6 +167,7 @@ inline Reference Compute(const AttentionParams& p, const std::vector<double>& q,
             const double th = std::tanh(pre[s] / p.softcap);
             ds *= 1.0 - th * th;
           }
+          if (!bias.empty()) r.dbias[p.BroadcastOffset(p.bias, b, n, t, s)] += ds;
           ds *= p.scale;
           const double* ks = &k[p.KOffset(b, s, kh)];
           double* dks = &r.dk[p.KOffset(b, s, kh)];
@@ -354,6 +358,19 @@ inline void CheckCase(const Kind& k, const Case& c, std::mt19937* rng,
       }
     }
   }
+  if (nb == 0) return;
+  Output d_dbias(nb * k.size);
+  err = attention::LaunchAttentionBiasGrad(k.dtype, p, d_q.p, d_k.p, d_v.p,
+                                           d_out.p, d_dout.p, d_lse.p,
+                                           d_dbias.p, nb, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  if (err != nullptr) {
+    std::printf("FAIL attention %s bias grad launch: %s\n", ctx, err);
+    ++t->failed;
+    return;
+  }
+  Compare(k, "dbias", ctx, ref.dbias, d_dbias.Host(nb * k.size), false,
+          tol.grad, t);
 }
 
 }  // namespace attention_selftest

@@ -508,6 +508,25 @@ using GemmFn = void (*)(int64_t M, int64_t N, int64_t K, const C* A,
                         int64_t lda, int64_t ak, const C* B, int64_t ldb,
                         C* Cm, int64_t ldc, bool accumulate);
 
+// The bias gradient's work units: one per index of the bias's own batch and
+// head dims; the (b, n) it is broadcast over are walked inside a unit, so no
+// two threads add to one element of the sums.
+struct BiasGradSplit {
+  int64_t units, inner, heads_out, heads_in;
+  explicit BiasGradSplit(const AttentionParams& p) {
+    const bool per_batch = p.bias.strides[0] != 0;
+    const bool per_head = p.bias.strides[1] != 0;
+    heads_out = per_head ? p.heads : 1;
+    heads_in = per_head ? 1 : p.heads;
+    units = (per_batch ? p.batch : 1) * heads_out;
+    inner = (per_batch ? 1 : p.batch) * heads_in;
+  }
+  void At(int64_t unit, int64_t i, int64_t* b, int64_t* n) const {
+    *b = unit / heads_out + i / heads_in;
+    *n = unit % heads_out + i % heads_in;
+  }
+};
+
 template <typename St>
 struct Engine {
   using Stored = typename St::Stored;
@@ -922,6 +941,76 @@ struct Engine {
           sum += dv_part[((n0 + j) * S + s) * Dv + d];
         }
         vrow[d] = St::Store(sum);
+      }
+    }
+  }
+
+  // The bias's gradient, summed into acc (laid out as the bias, in C): units
+  // [begin, end) of BiasGradUnits(p), each walking its query heads in order
+  // and, per head, the tiles in the backward's order, so every element of acc
+  // is summed by one thread in one fixed order. dS is the backward's: P (dP -
+  // delta) times the soft cap's derivative, 0 where a key is not kept.
+  void BiasGradUnits(const Stored* q, const Stored* k, const Stored* v,
+                     const Stored* out, const Stored* dout, const C* lse,
+                     C* acc, int64_t begin, int64_t end) const {
+    const int64_t T = p.q_len, S = p.kv_len, D = p.head_dim,
+                  Dv = p.value_dim;
+    const BiasGradSplit split(p);
+    Panels<C> panels(p, false, false, true);
+    auto qs = Buffer<C>(T * D);
+    auto dos = Buffer<C>(T * Dv);
+    auto delta = Buffer<C>(T);
+    auto s = Buffer<C>(kQueryBlock * kKeyBlock);
+    auto g = Buffer<C>(kQueryBlock * kKeyBlock);
+    auto dp = Buffer<C>(kQueryBlock * kKeyBlock);
+    bool kept_any[kQueryBlock] = {};
+    const int64_t* st = p.bias.strides;
+    for (int64_t u = begin; u < end; ++u) {
+      for (int64_t i = 0; i < split.inner; ++i) {
+        int64_t b, n;
+        split.At(u, i, &b, &n);
+        for (int64_t t = 0; t < T; ++t) {
+          const Stored* qrow = q + p.QOffset(b, t, n);
+          for (int64_t d = 0; d < D; ++d) {
+            qs[t * D + d] = static_cast<C>(p.scale) * St::Load(qrow[d]);
+          }
+          const Stored* grow = dout + p.OutOffset(b, t, n);
+          for (int64_t d = 0; d < Dv; ++d) dos[t * Dv + d] = St::Load(grow[d]);
+          delta[t] = RowDot(dos.get() + t * Dv, out + p.OutOffset(b, t, n), Dv,
+                            St::Load);
+        }
+        Pack(panels, k, v, b * p.kv_heads + n / p.group());
+        for (int64_t s0 = 0; s0 < S; s0 += kKeyBlock) {
+          const int64_t cols = std::min(kKeyBlock, S - s0);
+          int64_t lo, hi;
+          QueryRange(s0, s0 + cols, &lo, &hi);
+          for (int64_t t0 = lo; t0 < hi; t0 += kQueryBlock) {
+            const int64_t rows = std::min(kQueryBlock, hi - t0);
+            const TileWork w = Classify(b, n, t0, t0 + rows, s0, s0 + cols);
+            if (w.skip) continue;  // weights 0: so is dS
+            gemm(rows, cols, D, qs.get() + t0 * D, D, 1, panels.KT() + s0,
+                 panels.ld, s.get(), kKeyBlock, false);
+            if (w.finish) {
+              Finish(w, s.get(), g.get(), b, n, t0, rows, s0, cols, kept_any);
+            }
+            gemm(rows, cols, Dv, dos.get() + t0 * Dv, Dv, 1, panels.VT() + s0,
+                 panels.ld, dp.get(), kKeyBlock, false);
+            for (int64_t r = 0; r < rows; ++r) {
+              const C lr = lse[p.LseOffset(b, n, t0 + r)];
+              if (lr == NegInf<C>()) continue;  // a dead row: P = 0
+              const C* row = s.get() + r * kKeyBlock;
+              const C* dprow = dp.get() + r * kKeyBlock;
+              const C* grow = g.get() + r * kKeyBlock;
+              const C dl = delta[t0 + r];
+              C* arow = acc + p.BroadcastOffset(p.bias, b, n, t0 + r, s0);
+              for (int64_t c = 0; c < cols; ++c) {
+                C ds = ExpC(row[c] - lr) * (dprow[c] - dl);
+                if (p.softcap > 0) ds *= grow[c];  // then every tile is finished
+                arow[c * st[3]] += ds;
+              }
+            }
+          }
+        }
       }
     }
   }
@@ -1554,6 +1643,13 @@ struct BackwardCall {
   void *dk_part, *dv_part;
 };
 
+struct BiasGradCall {
+  Dtype dtype;
+  const AttentionParams* p;
+  const void *q, *k, *v, *out, *dout, *lse;
+  void* sums;
+};
+
 template <typename C>
 GemmFn<C> Pick(GemmFn<float> f, GemmFn<double> d) {
   if constexpr (std::is_same_v<C, float>) {
@@ -1596,6 +1692,19 @@ void RunBackward(St, const BackwardCall& c, int64_t begin, int64_t end,
       static_cast<Stored*>(c.dv), dk_part, dv_part, begin, end);
 }
 
+template <typename St>
+void RunBiasGrad(St, const BiasGradCall& c, int64_t begin, int64_t end,
+                 GemmFn<float> gf, GemmFn<double> gd) {
+  using E = Engine<St>;
+  using C = typename E::C;
+  using Stored = typename St::Stored;
+  E{*c.p, Pick<C>(gf, gd)}.BiasGradUnits(
+      static_cast<const Stored*>(c.q), static_cast<const Stored*>(c.k),
+      static_cast<const Stored*>(c.v), static_cast<const Stored*>(c.out),
+      static_cast<const Stored*>(c.dout), static_cast<const C*>(c.lse),
+      static_cast<C*>(c.sums), begin, end);
+}
+
 constexpr int VectorBytes(std::string_view isa) {
   return isa == "Avx512" ? 64 : 32;
 }
@@ -1621,6 +1730,13 @@ constexpr int VectorBytes(std::string_view isa) {
       const BackwardCall& c, int64_t begin, int64_t end) {                   \
     cpu_storage::WithStorage(c.dtype, [&](auto st) {                         \
       RunBackward(st, c, begin, end, &GemmFloat##Suffix,                     \
+                  &GemmDouble##Suffix);                                      \
+    });                                                                      \
+  }                                                                          \
+  TF_OPS_ISA_ENTRY(TARGET) void BiasGrad##Suffix(                            \
+      const BiasGradCall& c, int64_t begin, int64_t end) {                   \
+    cpu_storage::WithStorage(c.dtype, [&](auto st) {                         \
+      RunBiasGrad(st, c, begin, end, &GemmFloat##Suffix,                     \
                   &GemmDouble##Suffix);                                      \
     });                                                                      \
   }
@@ -1682,6 +1798,12 @@ void Backward(const BackwardCall& c, int64_t begin, int64_t end) {
   TF_OPS_CPU_ISA_DISPATCH(Backward, c, begin, end)
 }
 
+// Every dtype on the engine of the active instruction set (bfloat16 widened
+// to float): the bias gradient is a pass of its own, not the backward's.
+void BiasGrad(const BiasGradCall& c, int64_t begin, int64_t end) {
+  TF_OPS_CPU_ISA_DISPATCH(BiasGrad, c, begin, end)
+}
+
 // Rough cycles of one unit of work, for the pool's shard sizes.
 int64_t TileCost(const AttentionParams& p, int64_t rows) {
   return std::max<int64_t>(
@@ -1738,6 +1860,32 @@ void BackwardIn(Dtype dtype, const AttentionParams& p, const void* q,
   }
 }
 
+template <typename C>
+void BiasGradIn(Dtype dtype, const AttentionParams& p, const void* q,
+                const void* k, const void* v, const void* out,
+                const void* dout, const void* lse, void* dbias,
+                int64_t bias_elements, void* scratch,
+                const ParallelFor& parallel_for) {
+  C* sums = static_cast<C*>(scratch);
+  std::fill(sums, sums + bias_elements, C(0));
+  if (p.bias.data != nullptr && p.batch * p.heads * p.q_len * p.kv_len > 0) {
+    const BiasGradSplit split(p);
+    BiasGradCall call{dtype, &p, q, k, v, out, dout, lse, sums};
+    parallel_for(split.units, 2 * split.inner * TileCost(p, p.q_len),
+                 [&](int64_t begin, int64_t end) {
+                   BiasGrad(call, begin, end);
+                 });
+  }
+  cpu_storage::WithStorage(dtype, [&](auto st) {
+    using St = decltype(st);
+    using Stored = typename St::Stored;
+    if constexpr (std::is_same_v<typename Engine<St>::C, C>) {
+      Stored* d = static_cast<Stored*>(dbias);
+      for (int64_t i = 0; i < bias_elements; ++i) d[i] = St::Store(sums[i]);
+    }
+  });
+}
+
 }  // namespace
 
 void CpuAttentionForward(Dtype dtype, const AttentionParams& p, const void* q,
@@ -1771,6 +1919,26 @@ void CpuAttentionBackward(Dtype dtype, const AttentionParams& p, const void* q,
   } else {
     BackwardIn<float>(dtype, p, q, k, v, out, dout, lse, dq, dk, dv, scratch,
                       parallel_for);
+  }
+}
+
+int64_t CpuAttentionBiasGradScratchBytes(Dtype dtype, int64_t bias_elements) {
+  return bias_elements *
+         (dtype == Dtype::kDouble ? sizeof(double) : sizeof(float));
+}
+
+void CpuAttentionBiasGrad(Dtype dtype, const AttentionParams& p, const void* q,
+                          const void* k, const void* v, const void* out,
+                          const void* dout, const void* lse, void* dbias,
+                          int64_t bias_elements, void* scratch,
+                          const ParallelFor& parallel_for) {
+  if (bias_elements == 0) return;
+  if (dtype == Dtype::kDouble) {
+    BiasGradIn<double>(dtype, p, q, k, v, out, dout, lse, dbias, bias_elements,
+                       scratch, parallel_for);
+  } else {
+    BiasGradIn<float>(dtype, p, q, k, v, out, dout, lse, dbias, bias_elements,
+                      scratch, parallel_for);
   }
 }
 

@@ -42,6 +42,20 @@ void CpuAttentionBackward(Dtype dtype, const AttentionParams& p, const void* q,
                           void* dk, void* dv, void* scratch,
                           const ParallelFor& parallel_for);
 
+// The gradient of the bias (bias_elements of them, the bias's shape), from
+// the same inputs as the backward: dS, the logits' gradient, summed over the
+// dims the bias is broadcast along, each element by one thread in a fixed
+// order. A pass of its own, taken only where the bias needs a gradient; it
+// recomputes P and dP tile by tile (two of the backward's five products).
+// scratch holds CpuAttentionBiasGradScratchBytes bytes (the sums in the
+// compute type), aligned to 8 bytes. A scalar "none" bias gives 0.
+int64_t CpuAttentionBiasGradScratchBytes(Dtype dtype, int64_t bias_elements);
+void CpuAttentionBiasGrad(Dtype dtype, const AttentionParams& p, const void* q,
+                          const void* k, const void* v, const void* out,
+                          const void* dout, const void* lse, void* dbias,
+                          int64_t bias_elements, void* scratch,
+                          const ParallelFor& parallel_for);
+
 }  // namespace attention
 }  // namespace tf_ops
 

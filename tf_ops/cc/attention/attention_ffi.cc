@@ -6,12 +6,15 @@
 // registered in XLA's FFI registry when its library is loaded
 // (core/xla_ffi.h; core/xla_custom_call.h says how the lowering finds it).
 //
-// The calls (targets kAttentionForwardTarget, kAttentionBackwardTarget):
-//   forward:  (query, key, value, mask, bias) -> (output, lse)
-//   backward: (query, key, value, mask, bias, output, lse, doutput)
-//             -> (dquery, dkey, dvalue, scratch)
+// The calls (targets kAttentionForwardTarget, kAttentionBackwardTarget,
+// kAttentionBiasGradTarget):
+//   forward:   (query, key, value, mask, bias) -> (output, lse)
+//   backward:  (query, key, value, mask, bias, output, lse, doutput)
+//              -> (dquery, dkey, dvalue, scratch)
+//   bias grad: (query, key, value, mask, bias, output, lse, doutput)
+//              -> (dbias, scratch)
 // with the attributes scale, softcap (f32), causal (bool), window (i64).
-// scratch is a u8 result of CpuAttentionBackwardScratchBytes + 64 bytes on
+// scratch is a u8 result of the CPU engine's scratch bytes + 64 bytes on
 // the Host (XLA:CPU gives a custom call no allocator; as a result, XLA's
 // buffer assignment reuses it like any temporary); the CUDA handler takes
 // its scratch from the FFI's allocator and its scratch result is empty.
@@ -107,6 +110,24 @@ auto BackwardBinding() {
       .Attr<int64_t>("window");
 }
 
+auto BiasGradBinding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()  // query
+      .Arg<ffi::AnyBuffer>()  // key
+      .Arg<ffi::AnyBuffer>()  // value
+      .Arg<ffi::AnyBuffer>()  // mask
+      .Arg<ffi::AnyBuffer>()  // bias
+      .Arg<ffi::AnyBuffer>()  // output
+      .Arg<ffi::AnyBuffer>()  // lse
+      .Arg<ffi::AnyBuffer>()  // doutput
+      .Ret<ffi::AnyBuffer>()  // dbias
+      .Ret<ffi::AnyBuffer>()  // scratch (Host), empty (CUDA)
+      .Attr<float>("scale")
+      .Attr<float>("softcap")
+      .Attr<bool>("causal")
+      .Attr<int64_t>("window");
+}
+
 #if TF_OPS_WITH_CUDA
 
 ffi::Error ForwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
@@ -150,12 +171,33 @@ ffi::Error BackwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
       stream));
 }
 
+ffi::Error BiasGradCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
+                        ffi::AnyBuffer mask, ffi::AnyBuffer bias,
+                        ffi::AnyBuffer out, ffi::AnyBuffer lse,
+                        ffi::AnyBuffer dout, ffi::Result<ffi::AnyBuffer> dbias,
+                        ffi::Result<ffi::AnyBuffer> /*scratch*/, float scale,
+                        float softcap, bool causal, int64_t window,
+                        void* stream) {
+  AttentionParams p;
+  Dtype dtype;
+  ffi::Error error = MakeParams("TfOps>AttentionBiasGrad", q, k, v, mask, bias,
+                                scale, softcap, causal, window, &p, &dtype);
+  if (error.failure()) return error;
+  return FfiLaunchError(LaunchAttentionBiasGrad(
+      dtype, p, q.untyped_data(), k.untyped_data(), v.untyped_data(),
+      out.untyped_data(), dout.untyped_data(), lse.untyped_data(),
+      dbias->untyped_data(), static_cast<int64_t>(dbias->element_count()),
+      stream));
+}
+
 XLA_FFI_DEFINE_HANDLER(kForward, ForwardCuda,
                        ForwardBinding().Ctx<ffi::PlatformStream<void*>>());
 XLA_FFI_DEFINE_HANDLER(kBackward, BackwardCuda,
                        BackwardBinding()
                            .Ctx<ffi::PlatformStream<void*>>()
                            .Ctx<ffi::ScratchAllocator>());
+XLA_FFI_DEFINE_HANDLER(kBiasGrad, BiasGradCuda,
+                       BiasGradBinding().Ctx<ffi::PlatformStream<void*>>());
 constexpr char kPlatform[] = "CUDA";
 
 #else  // !TF_OPS_WITH_CUDA
@@ -205,10 +247,39 @@ ffi::Error BackwardHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
   return ffi::Error::Success();
 }
 
+ffi::Error BiasGradHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
+                        ffi::AnyBuffer mask, ffi::AnyBuffer bias,
+                        ffi::AnyBuffer out, ffi::AnyBuffer lse,
+                        ffi::AnyBuffer dout, ffi::Result<ffi::AnyBuffer> dbias,
+                        ffi::Result<ffi::AnyBuffer> scratch, float scale,
+                        float softcap, bool causal, int64_t window,
+                        ffi::ThreadPool pool) {
+  AttentionParams p;
+  Dtype dtype;
+  ffi::Error error = MakeParams("TfOps>AttentionBiasGrad", q, k, v, mask, bias,
+                                scale, softcap, causal, window, &p, &dtype);
+  if (error.failure()) return error;
+  const int64_t elements = static_cast<int64_t>(dbias->element_count());
+  const int64_t bytes = CpuAttentionBiasGradScratchBytes(dtype, elements);
+  void* aligned = FfiAlignedScratch(scratch, bytes, kScratchAlign);
+  if (aligned == nullptr) {
+    return ffi::Error::InvalidArgument(
+        "TfOps>AttentionBiasGrad: the scratch result is too small");
+  }
+  CpuAttentionBiasGrad(dtype, p, q.untyped_data(), k.untyped_data(),
+                       v.untyped_data(), out.untyped_data(),
+                       dout.untyped_data(), lse.untyped_data(),
+                       dbias->untyped_data(), elements, aligned,
+                       XlaFfiParallelForOf(pool));
+  return ffi::Error::Success();
+}
+
 XLA_FFI_DEFINE_HANDLER(kForward, ForwardHost,
                        ForwardBinding().Ctx<ffi::ThreadPool>());
 XLA_FFI_DEFINE_HANDLER(kBackward, BackwardHost,
                        BackwardBinding().Ctx<ffi::ThreadPool>());
+XLA_FFI_DEFINE_HANDLER(kBiasGrad, BiasGradHost,
+                       BiasGradBinding().Ctx<ffi::ThreadPool>());
 constexpr char kPlatform[] = "Host";
 
 #endif  // TF_OPS_WITH_CUDA
@@ -216,6 +287,8 @@ constexpr char kPlatform[] = "Host";
 TF_OPS_REGISTER_XLA_FFI_HANDLER(kAttentionForwardTarget, kPlatform, kForward);
 TF_OPS_REGISTER_XLA_FFI_HANDLER(kAttentionBackwardTarget, kPlatform,
                                 kBackward);
+TF_OPS_REGISTER_XLA_FFI_HANDLER(kAttentionBiasGradTarget, kPlatform,
+                                kBiasGrad);
 
 }  // namespace
 }  // namespace attention

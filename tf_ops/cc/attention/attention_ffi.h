@@ -12,8 +12,9 @@ namespace attention {
 
 inline constexpr char kAttentionForwardTarget[] = "tf_ops_attention_forward";
 inline constexpr char kAttentionBackwardTarget[] = "tf_ops_attention_backward";
+inline constexpr char kAttentionBiasGradTarget[] = "tf_ops_attention_bias_grad";
 
-// The Host backward's scratch result is this many bytes longer than the
+// The Host backward's (and bias gradient's) scratch result is this many bytes longer than the
 // engine asks for, so that the handler can align it to what the engine
 // needs (XLA:CPU aligns its buffers to less than that for a u8 array).
 inline constexpr int64_t kScratchAlign = 64;

@@ -77,6 +77,21 @@ absl::Status ParamsOf(OpKernelContext* ctx, const std::string& op,
   return absl::OkStatus();
 }
 
+// The params of a gradient op, whose inputs 5-7 (output, lse, doutput) must
+// have the forward's shapes.
+absl::Status GradParamsOf(OpKernelContext* ctx, const std::string& op,
+                          const Attrs& a, AttentionParams* p) {
+  TF_RETURN_IF_ERROR(ParamsOf(ctx, op, a, p));
+  const TensorShape out_shape({p->batch, p->q_len, p->heads, p->value_dim});
+  TF_RETURN_IF_ERROR(RequireSameShape(op, "output", ctx->input(5).shape(),
+                                      "the attention's output", out_shape));
+  TF_RETURN_IF_ERROR(RequireSameShape(op, "doutput", ctx->input(7).shape(),
+                                      "output", out_shape));
+  return RequireSameShape(op, "lse", ctx->input(6).shape(),
+                          "[batch, heads, T]",
+                          TensorShape({p->batch, p->heads, p->q_len}));
+}
+
 template <typename Device>
 struct Executor;
 
@@ -104,6 +119,16 @@ struct Executor<GpuDevice> {
         op, LaunchAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk,
                                     dv, *scratch, GpuStream(ctx)));
   }
+  static absl::Status BiasGrad(OpKernelContext* ctx, const std::string& op,
+                               Dtype dtype, const AttentionParams& p,
+                               const void* q, const void* k, const void* v,
+                               const void* out, const void* dout,
+                               const void* lse, void* dbias,
+                               int64_t bias_elements) {
+    return LaunchStatus(
+        op, LaunchAttentionBiasGrad(dtype, p, q, k, v, out, dout, lse, dbias,
+                                    bias_elements, GpuStream(ctx)));
+  }
 };
 #else
 template <>
@@ -127,6 +152,20 @@ struct Executor<CpuDevice> {
     if (!scratch.ok()) return scratch.status();
     CpuAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk, dv,
                          *scratch, CpuParallelForOf(ctx));
+    return absl::OkStatus();
+  }
+  static absl::Status BiasGrad(OpKernelContext* ctx, const std::string&,
+                               Dtype dtype, const AttentionParams& p,
+                               const void* q, const void* k, const void* v,
+                               const void* out, const void* dout,
+                               const void* lse, void* dbias,
+                               int64_t bias_elements) {
+    Tensor holder;
+    const absl::StatusOr<void*> scratch = AllocateScratch(
+        ctx, CpuAttentionBiasGradScratchBytes(dtype, bias_elements), &holder);
+    if (!scratch.ok()) return scratch.status();
+    CpuAttentionBiasGrad(dtype, p, q, k, v, out, dout, lse, dbias,
+                         bias_elements, *scratch, CpuParallelForOf(ctx));
     return absl::OkStatus();
   }
 };
@@ -175,17 +214,7 @@ class AttentionGradOp : public OpKernel {
 
   void Compute(OpKernelContext* ctx) override {
     AttentionParams p;
-    OP_REQUIRES_OK(ctx, ParamsOf(ctx, kOp, attrs_, &p));
-    const TensorShape out_shape({p.batch, p.q_len, p.heads, p.value_dim});
-    OP_REQUIRES_OK(ctx, RequireSameShape(kOp, "output", ctx->input(5).shape(),
-                                         "the attention's output", out_shape));
-    OP_REQUIRES_OK(ctx, RequireSameShape(kOp, "doutput",
-                                         ctx->input(7).shape(), "output",
-                                         out_shape));
-    OP_REQUIRES_OK(ctx, RequireSameShape(
-                            kOp, "lse", ctx->input(6).shape(),
-                            "[batch, heads, T]",
-                            TensorShape({p.batch, p.heads, p.q_len})));
+    OP_REQUIRES_OK(ctx, GradParamsOf(ctx, kOp, attrs_, &p));
     Tensor* grads[3];
     for (int i = 0; i < 3; ++i) {
       OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i).shape(),
@@ -207,6 +236,32 @@ class AttentionGradOp : public OpKernel {
   Attrs attrs_;
 };
 
+template <typename Device, typename T>
+class AttentionBiasGradOp : public OpKernel {
+ public:
+  explicit AttentionBiasGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, kOp, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    AttentionParams p;
+    OP_REQUIRES_OK(ctx, GradParamsOf(ctx, kOp, attrs_, &p));
+    Tensor* dbias = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ctx->input(4).shape(), &dbias));
+    if (dbias->NumElements() == 0) return;
+    auto data = [&](int i) { return ctx->input(i).tensor_data().data(); };
+    OP_REQUIRES_OK(ctx, Executor<Device>::BiasGrad(
+                            ctx, kOp, DtypeOf<T>(), p, data(0), data(1),
+                            data(2), data(5), data(7), data(6),
+                            const_cast<char*>(dbias->tensor_data().data()),
+                            dbias->NumElements()));
+  }
+
+ private:
+  static constexpr const char* kOp = "TfOps>AttentionBiasGrad";
+  Attrs attrs_;
+};
+
 }  // namespace
 
 // The lse input/output is float, double for double (attribute L).
@@ -220,7 +275,12 @@ class AttentionGradOp : public OpKernel {
                               .Device(DEV)                          \
                               .TypeConstraint<T>("T")               \
                               .TypeConstraint<ComputeType<T>>("L"), \
-                          AttentionGradOp<TAG, T>);
+                          AttentionGradOp<TAG, T>);           \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>AttentionBiasGrad")           \
+                              .Device(DEV)                          \
+                              .TypeConstraint<T>("T")               \
+                              .TypeConstraint<ComputeType<T>>("L"), \
+                          AttentionBiasGradOp<TAG, T>);
 
 using tensorflow::register_kernel::Name;
 TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_ATTENTION)

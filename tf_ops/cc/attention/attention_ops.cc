@@ -68,6 +68,13 @@ absl::Status GradShape(InferenceContext* c) {
   return absl::OkStatus();
 }
 
+// dbias: the bias's shape (a scalar for the scalar "none" bias).
+absl::Status BiasGradShape(InferenceContext* c) {
+  TF_RETURN_IF_ERROR(CheckInputs(c, "TfOps>AttentionBiasGrad"));
+  c->set_output(0, c->input(4));
+  return absl::OkStatus();
+}
+
 #define TF_OPS_ATTENTION_ATTRS                               \
   Attr("T: {half, bfloat16, float, double}")                 \
       .Attr("L: {float, double} = DT_FLOAT")                 \
@@ -109,6 +116,23 @@ REGISTER_OP("TfOps>AttentionGrad")
     .SetShapeFn(GradShape)
     .Doc("The gradients of Attention with respect to query, key and value, "
          "in one pass over the tiles (the weights recomputed from lse).");
+
+REGISTER_OP("TfOps>AttentionBiasGrad")
+    .Input("query: T")
+    .Input("key: T")
+    .Input("value: T")
+    .Input("mask: bool")
+    .Input("bias: T")
+    .Input("output: T")
+    .Input("lse: L")
+    .Input("doutput: T")
+    .Output("dbias: T")
+    .TF_OPS_ATTENTION_ATTRS
+    .SetShapeFn(BiasGradShape)
+    .Doc("The gradient of Attention with respect to its bias: the logits' "
+         "gradient summed over the dims the bias is broadcast along, in a "
+         "fixed order (the weights recomputed tile by tile from lse, nothing "
+         "of size [batch, heads, T, S] beyond the bias's own shape).");
 
 #undef TF_OPS_ATTENTION_ATTRS
 

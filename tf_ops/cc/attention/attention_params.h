@@ -10,7 +10,7 @@
 // backward needs is lse [B, N, T] in the compute type (float; double for
 // double).
 //
-// Row t of head n, against key s (attention_math.h states the formulas):
+// Row t of head n, against key s:
 //   logit(t, s) = scale * <q_t, k_s> + bias(b, n, t, s)
 //   logit       = softcap * tanh(logit / softcap)        where softcap > 0
 //   kept(t, s)  = mask(b, n, t, s) and (not causal or s <= t)

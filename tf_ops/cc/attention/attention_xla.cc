@@ -201,12 +201,15 @@ XlaOp RowBroadcast(XlaOp row, const AttentionParams& p) {
   return xla::BroadcastInDim(row, Full(p), {0, 1, 2});
 }
 
-XlaOp RowSum(XlaOp x, int axis) {
+// x summed over `axes`.
+XlaOp SumOver(XlaOp x, const std::vector<int64_t>& axes) {
   xla::XlaBuilder* b = x.builder();
   const xla::PrimitiveType type = b->GetShape(x)->element_type();
   return xla::Reduce(x, xla::Zero(b, type),
-                     xla::CreateScalarAddComputation(type, b), {axis});
+                     xla::CreateScalarAddComputation(type, b), axes);
 }
+
+XlaOp RowSum(XlaOp x, int axis) { return SumOver(x, {axis}); }
 
 // The probabilities' contribution to out or dv of a row with no kept key:
 // uniform over the S keys (Keras's).
@@ -242,17 +245,27 @@ void ForwardComposite(tensorflow::XlaOpKernelContext* ctx,
   *out = xla::Reshape(xla::Transpose(o, {0, 3, 1, 2, 4}), {B, T, N, Dv});
 }
 
-// dquery, dkey, dvalue from output (5), lse (6) and doutput (7).
-void BackwardComposite(tensorflow::XlaOpKernelContext* ctx,
-                       const AttentionParams& p, xla::PrimitiveType type,
-                       XlaOp* dq, XlaOp* dk, XlaOp* dv) {
+// What the backward composites share: dS, the gradient of the logits before
+// the scale [B, N, T, S], from output (5), lse (6) and doutput (7); and the
+// weights dv needs (uniform on a row that keeps no key).
+struct LogitGrads {
+  Logits l;
+  XlaOp dout;     // compute type
+  XlaOp probs_v;  // [B, N, T, S]
+  XlaOp ds;       // [B, N, T, S]
+};
+
+LogitGrads ComputeLogitGrads(tensorflow::XlaOpKernelContext* ctx,
+                             const AttentionParams& p,
+                             xla::PrimitiveType type) {
   const int64_t B = p.batch, T = p.q_len, S = p.kv_len, N = p.heads;
-  const int64_t K = p.kv_heads, G = p.group(), D = p.head_dim;
-  const int64_t Dv = p.value_dim;
-  const Logits l = ComputeLogits(ctx, p, type);
+  const int64_t K = p.kv_heads, G = p.group(), Dv = p.value_dim;
+  LogitGrads r{ComputeLogits(ctx, p, type)};
+  const Logits& l = r.l;
   const XlaOp out = Widen(ctx->Input(5), type).op();
   const XlaOp lse = ctx->Input(6);
   const XlaOp dout = Widen(ctx->Input(7), type).op();
+  r.dout = dout;
   const XlaOp dead = xla::Eq(
       lse, xla::FullLike(lse, -std::numeric_limits<double>::infinity()));
   const XlaOp dead_b = RowBroadcast(dead, p);
@@ -260,12 +273,8 @@ void BackwardComposite(tensorflow::XlaOpKernelContext* ctx,
   const XlaOp zeros = xla::ZerosLike(l.capped);
   const XlaOp e = xla::Exp(l.capped - RowBroadcast(lse, p));
   const XlaOp probs = xla::Select(live, e, zeros);
-  const XlaOp probs_v = xla::Select(dead_b, Uniform(zeros, p), probs);
+  r.probs_v = xla::Select(dead_b, Uniform(zeros, p), probs);
   const XlaOp dout5 = xla::Reshape(dout, {B, T, K, G, Dv});
-  // dv: [B, K, G, T, S] . [B, T, K, G, Dv] over (G, T) -> [B, K, S, Dv].
-  const XlaOp dv4 = xla::DotGeneral(xla::Reshape(probs_v, {B, K, G, T, S}),
-                                    dout5, Dot({0, 1}, {0, 2}, {2, 3}, {3, 1}));
-  *dv = xla::Transpose(dv4, {0, 2, 1, 3});
   // dp: [B, T, K, G, Dv] . [B, S, K, Dv] -> [B, K, T, G, S] -> [B, N, T, S].
   XlaOp dp = xla::DotGeneral(dout5, l.v, Dot({0, 2}, {0, 2}, {4}, {3}));
   dp = xla::Reshape(xla::Transpose(dp, {0, 1, 3, 2, 4}), {B, N, T, S});
@@ -276,7 +285,25 @@ void BackwardComposite(tensorflow::XlaOpKernelContext* ctx,
     const XlaOp t = l.capped / xla::ScalarLike(ds, p.softcap);
     ds = ds * (xla::ScalarLike(ds, 1.0) - t * t);
   }
-  ds = ds * xla::ScalarLike(ds, p.scale);
+  r.ds = ds;
+  return r;
+}
+
+// dquery, dkey, dvalue.
+void BackwardComposite(tensorflow::XlaOpKernelContext* ctx,
+                       const AttentionParams& p, xla::PrimitiveType type,
+                       XlaOp* dq, XlaOp* dk, XlaOp* dv) {
+  const int64_t B = p.batch, T = p.q_len, S = p.kv_len, N = p.heads;
+  const int64_t K = p.kv_heads, G = p.group(), D = p.head_dim;
+  const int64_t Dv = p.value_dim;
+  const LogitGrads r = ComputeLogitGrads(ctx, p, type);
+  const Logits& l = r.l;
+  const XlaOp dout5 = xla::Reshape(r.dout, {B, T, K, G, Dv});
+  // dv: [B, K, G, T, S] . [B, T, K, G, Dv] over (G, T) -> [B, K, S, Dv].
+  const XlaOp dv4 = xla::DotGeneral(xla::Reshape(r.probs_v, {B, K, G, T, S}),
+                                    dout5, Dot({0, 1}, {0, 2}, {2, 3}, {3, 1}));
+  *dv = xla::Transpose(dv4, {0, 2, 1, 3});
+  const XlaOp ds = r.ds * xla::ScalarLike(r.ds, p.scale);
   const XlaOp ds5 = xla::Reshape(ds, {B, K, G, T, S});
   // dq: [B, K, G, T, S] . [B, S, K, D] -> [B, K, G, T, D] -> [B, T, N, D].
   const XlaOp dq5 = xla::DotGeneral(ds5, l.k, Dot({0, 1}, {0, 2}, {4}, {1}));
@@ -288,11 +315,52 @@ void BackwardComposite(tensorflow::XlaOpKernelContext* ctx,
   *dk = xla::Transpose(dk4, {0, 2, 1, 3});
 }
 
+// dbias: dS summed over the axes the bias is broadcast along, in the bias's
+// shape (0 for the scalar "none" bias).
+XlaOp BiasGradComposite(tensorflow::XlaOpKernelContext* ctx,
+                        const AttentionParams& p, xla::PrimitiveType type) {
+  const Dims bias = *InputDims(ctx, 4);
+  if (bias.empty()) {
+    return xla::Zero(ctx->builder(), XlaComputeType(type));
+  }
+  const XlaOp ds = ComputeLogitGrads(ctx, p, type).ds;
+  const int rank = static_cast<int>(bias.size());
+  std::vector<int64_t> axes;
+  for (int j = 0; j < 4; ++j) {
+    if (j < 4 - rank || bias[j - (4 - rank)] == 1) axes.push_back(j);
+  }
+  return xla::Reshape(SumOver(ds, axes), bias);
+}
+
 XlaOp Narrowed(XlaOp x, xla::PrimitiveType type) {
   return XlaComputeType(type) == type ? x : xla::ConvertElementType(x, type);
 }
 
 // ------------------------------------------------------------- kernels ------
+// Check for the gradient ops, whose inputs 5-7 (output, lse, doutput) must
+// have the forward's shapes.
+absl::Status CheckGrad(tensorflow::XlaOpKernelContext* ctx,
+                       const std::string& op, const Attrs& a,
+                       AttentionParams* p) {
+  TF_RETURN_IF_ERROR(Check(ctx, op, a, ctx->input_xla_type(0),
+                           ctx->input_xla_type(6), p));
+  const std::vector<Dims> expected = {
+      {p->batch, p->q_len, p->heads, p->value_dim},
+      {p->batch, p->heads, p->q_len},
+      {p->batch, p->q_len, p->heads, p->value_dim}};
+  const char* names[] = {"output", "lse", "doutput"};
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Dims> d = InputDims(ctx, 5 + i);
+    TF_RETURN_IF_ERROR(d.status());
+    if (*d != expected[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": ", names[i], " must have shape ", ShapeString(expected[i]),
+          ", got ", ShapeString(*d)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 class AttentionXlaOp : public tensorflow::XlaOpKernel {
  public:
   explicit AttentionXlaOp(tensorflow::OpKernelConstruction* ctx)
@@ -334,23 +402,8 @@ class AttentionGradXlaOp : public tensorflow::XlaOpKernel {
   void Compile(tensorflow::XlaOpKernelContext* ctx) override {
     const std::string op = "TfOps>AttentionGrad";
     const xla::PrimitiveType type = ctx->input_xla_type(0);
-    const xla::PrimitiveType lse_type = ctx->input_xla_type(6);
     AttentionParams p;
-    OP_REQUIRES_OK(ctx, Check(ctx, op, attrs_, type, lse_type, &p));
-    // output, lse and doutput: the forward's shapes.
-    const std::vector<Dims> expected = {
-        {p.batch, p.q_len, p.heads, p.value_dim},
-        {p.batch, p.heads, p.q_len},
-        {p.batch, p.q_len, p.heads, p.value_dim}};
-    const char* names[] = {"output", "lse", "doutput"};
-    for (int i = 0; i < 3; ++i) {
-      absl::StatusOr<Dims> d = InputDims(ctx, 5 + i);
-      OP_REQUIRES_OK(ctx, d.status());
-      OP_REQUIRES(ctx, *d == expected[i],
-                  absl::InvalidArgumentError(absl::StrCat(
-                      op, ": ", names[i], " must have shape ",
-                      ShapeString(expected[i]), ", got ", ShapeString(*d))));
-    }
+    OP_REQUIRES_OK(ctx, CheckGrad(ctx, op, attrs_, &p));
     const std::string platform = XlaFfiPlatform(ctx);
     if (XlaFfiHandlerRegistered(ctx, kAttentionBackwardTarget)) {
       std::vector<XlaOp> inputs;
@@ -383,6 +436,41 @@ class AttentionGradXlaOp : public tensorflow::XlaOpKernel {
   Attrs attrs_;
 };
 
+class AttentionBiasGradXlaOp : public tensorflow::XlaOpKernel {
+ public:
+  explicit AttentionBiasGradXlaOp(tensorflow::OpKernelConstruction* ctx)
+      : XlaOpKernel(ctx), attrs_(ctx) {}
+
+  void Compile(tensorflow::XlaOpKernelContext* ctx) override {
+    const std::string op = "TfOps>AttentionBiasGrad";
+    const xla::PrimitiveType type = ctx->input_xla_type(0);
+    AttentionParams p;
+    OP_REQUIRES_OK(ctx, CheckGrad(ctx, op, attrs_, &p));
+    const Dims bias = *InputDims(ctx, 4);
+    int64_t elements = 1;
+    for (int64_t d : bias) elements *= d;
+    if (elements > 0 && XlaFfiHandlerRegistered(ctx, kAttentionBiasGradTarget)) {
+      std::vector<XlaOp> inputs;
+      for (int i = 0; i < 8; ++i) inputs.push_back(ctx->Input(i));
+      // The Host handler's sums are this result; the CUDA handler needs none.
+      const int64_t scratch =
+          XlaFfiPlatform(ctx) == "Host"
+              ? CpuAttentionBiasGradScratchBytes(DtypeOf(type), elements) +
+                    kScratchAlign
+              : 0;
+      const std::vector<XlaOp> r = XlaFfiCall(
+          ctx->builder(), kAttentionBiasGradTarget, inputs,
+          {ShapeOf(type, bias), ShapeOf(xla::U8, {scratch})}, attrs_.Ffi());
+      ctx->SetOutput(0, r[0]);
+      return;
+    }
+    ctx->SetOutput(0, Narrowed(BiasGradComposite(ctx, p, type), type));
+  }
+
+ private:
+  Attrs attrs_;
+};
+
 constexpr tensorflow::DataType kXlaDtypes[] = {
     tensorflow::DT_HALF, tensorflow::DT_BFLOAT16, tensorflow::DT_FLOAT,
     tensorflow::DT_DOUBLE};
@@ -398,7 +486,11 @@ using tensorflow::register_kernel::Name;
   REGISTER_KERNEL_BUILDER(Name("TfOps>AttentionGrad")                       \
                               .Device(DEV)                                  \
                               .TypeConstraint("T", kXlaDtypes),             \
-                          AttentionGradXlaOp);
+                          AttentionGradXlaOp);                             \
+  REGISTER_KERNEL_BUILDER(Name("TfOps>AttentionBiasGrad")                   \
+                              .Device(DEV)                                  \
+                              .TypeConstraint("T", kXlaDtypes),             \
+                          AttentionBiasGradXlaOp);
 
 TF_OPS_REGISTER_ATTENTION_XLA(tensorflow::DEVICE_CPU_XLA_JIT)
 TF_OPS_REGISTER_ATTENTION_XLA(tensorflow::DEVICE_GPU_XLA_JIT)

@@ -407,6 +407,69 @@ __global__ void AttentionBackwardPrepKernel(AttentionParams p, const T* out,
   }
 }
 
+// The bias's gradient, one thread per element of the bias: it walks the
+// (b, n, t, s) the element is broadcast over in order and sums dS there
+// (LogitGrad's formula, the rows read from global memory), so every element
+// has one owner and one order. A plain pass, not tiled: it runs only where
+// the bias needs a gradient.
+template <typename T>
+__global__ void AttentionBiasGradKernel(AttentionParams p, int64_t elements,
+                                        const T* q, const T* k, const T* v,
+                                        const T* out, const T* dout,
+                                        const ComputeType<T>* lse, T* dbias) {
+  using C = ComputeType<T>;
+  const int64_t full[4] = {p.batch, p.heads, p.q_len, p.kv_len};
+  const T* bias = static_cast<const T*>(p.bias.data);
+  for (int64_t i = GlobalThread(); i < elements; i += GlobalThreads()) {
+    int64_t lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      const int64_t stride = p.bias.strides[j];
+      lo[j] = stride != 0 ? i / stride % full[j] : 0;
+      hi[j] = stride != 0 ? lo[j] + 1 : full[j];
+    }
+    C sum = C(0);
+    for (int64_t b = lo[0]; bias != nullptr && b < hi[0]; ++b) {
+      for (int64_t n = lo[1]; n < hi[1]; ++n) {
+        const int64_t kh = n / p.group();
+        for (int64_t t = lo[2]; t < hi[2]; ++t) {
+          const C l = lse[p.LseOffset(b, n, t)];
+          if (l == NegInf<C>()) continue;  // a dead row: P = 0
+          const int64_t o = p.OutOffset(b, t, n);
+          C delta = C(0);
+          for (int64_t e = 0; e < p.value_dim; ++e) {
+            delta += Load(dout[o + e]) * Load(out[o + e]);
+          }
+          const T* qrow = q + p.QOffset(b, t, n);
+          for (int64_t s = lo[3]; s < hi[3]; ++s) {
+            if (!Kept(p, b, n, t, s)) continue;
+            const T* krow = k + p.KOffset(b, s, kh);
+            const T* vrow = v + p.VOffset(b, s, kh);
+            C dot = C(0);
+            for (int64_t e = 0; e < p.head_dim; ++e) {
+              dot += Load(qrow[e]) * Load(krow[e]);
+            }
+            C x = static_cast<C>(p.scale) * dot +
+                  Load(bias[p.BroadcastOffset(p.bias, b, n, t, s)]);
+            C dcap = C(1);
+            if (p.softcap > 0.0f) {
+              const C cap = static_cast<C>(p.softcap);
+              const C th = TanhOf(x / cap);
+              x = cap * th;
+              dcap = C(1) - th * th;
+            }
+            C dp = C(0);
+            for (int64_t e = 0; e < p.value_dim; ++e) {
+              dp += Load(dout[o + e]) * Load(vrow[e]);
+            }
+            sum += ExpOf(x - l) * (dp - delta) * dcap;
+          }
+        }
+      }
+    }
+    dbias[i] = Store<T>(sum);
+  }
+}
+
 // dk and dv of one key tile of one key/value head. Each block owns its keys'
 // gradients outright and walks the query tiles of the group's query heads in
 // a fixed order, recomputing the probabilities; the dq kernel recomputes them
@@ -695,6 +758,28 @@ const char* LaunchAttentionBackward(Dtype dtype, const AttentionParams& p,
       if (const char* err = LastError()) return err;
     }
     return nullptr;
+  });
+}
+
+const char* LaunchAttentionBiasGrad(Dtype dtype, const AttentionParams& p,
+                                    const void* q, const void* k,
+                                    const void* v, const void* out,
+                                    const void* dout, const void* lse,
+                                    void* dbias, int64_t bias_elements,
+                                    void* stream) {
+  if (bias_elements == 0) return nullptr;
+  if (const char* err = CheckDims(p)) return err;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  return DispatchDtype(dtype, [&](auto* tag) -> const char* {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using C = ComputeType<T>;
+    TF_OPS_LAUNCH(BlocksFor(bias_elements), kThreadsPerBlock, 0, s,
+                  AttentionBiasGradKernel<T>)(
+        p, bias_elements, static_cast<const T*>(q), static_cast<const T*>(k),
+        static_cast<const T*>(v), static_cast<const T*>(out),
+        static_cast<const T*>(dout), static_cast<const C*>(lse),
+        static_cast<T*>(dbias));
+    return LastError();
   });
 }
 

@@ -52,6 +52,16 @@ const char* LaunchAttentionBackward(Dtype dtype, const AttentionParams& p,
                                     void* dq, void* dk, void* dv,
                                     void* scratch, void* stream);
 
+// The bias's gradient (bias_elements of them, the bias's shape; 0 for the
+// scalar "none" bias): dS summed over the dims the bias is broadcast along,
+// one thread per element in a fixed order, no scratch.
+const char* LaunchAttentionBiasGrad(Dtype dtype, const AttentionParams& p,
+                                    const void* q, const void* k,
+                                    const void* v, const void* out,
+                                    const void* dout, const void* lse,
+                                    void* dbias, int64_t bias_elements,
+                                    void* stream);
+
 }  // namespace attention
 }  // namespace tf_ops
 

@@ -15,8 +15,10 @@ Choices:
 - A row whose mask keeps no key gets Keras's answer: uniform weights over all S keys,
   so the mean of the values (Keras fills such a row's logits with one large negative
   number); its gradient reaches the values only.
-- `bias` gets a gradient through the composite below (which holds the T x S weights:
-  a bias of that size is O(T x S) already); mask, causal, window and softcap none.
+- `bias` gets a gradient where one is asked for: ``TfOps>AttentionBiasGrad``, a pass
+  of its own over the tiles (the weights recomputed again, memory the bias's own
+  size), summed over the axes the bias broadcasts along in a fixed order; mask,
+  causal, window and softcap get none.
 - Second-order gradients are composed from the composite (`gradients.py`).
 - Under `tf_ops.portable()` (and inside XLA where the library has no lowering) the
   function builds the composite: einsum, scale, bias, cap, mask, softmax, einsum in
@@ -34,7 +36,7 @@ from tf_ops.python.core.op_support import check, op_fn
 
 TensorLike = tf.types.experimental.TensorLike
 
-OP_NAMES = ("Attention", "AttentionGrad")
+OP_NAMES = ("Attention", "AttentionGrad", "AttentionBiasGrad")
 XLA_LOWERED: frozenset[str] = xla_lowered(OP_NAMES)
 
 

@@ -1,14 +1,14 @@
 """Gradients of the attention ops (``functions.py``).
 
-First order is the fused backward: ``TfOps>Attention``'s gradient is one
-``TfOps>AttentionGrad`` (dq, dk, dv from the output, the log-sum-exp and the upstream,
-the weights recomputed tile by tile). The bias's gradient, where a bias is given and
-asked for, is taken through the composite (it holds the T x S weights, as a bias of
-that size does). The mask gets none.
+First order is fused: ``TfOps>Attention``'s gradient is one ``TfOps>AttentionGrad``
+(dq, dk, dv from the output, the log-sum-exp and the upstream, the weights recomputed
+tile by tile) and, where a bias is given and its gradient asked for, one
+``TfOps>AttentionBiasGrad`` (the same inputs; memory the bias's own size). The mask
+gets none.
 
-Second order is composed: ``TfOps>AttentionGrad``'s gradient differentiates the
-composite's gradient (tape inside tape), so it holds the T x S weights; it returns the
-total derivative through query, key, value, bias and the upstream, and none through the
+Second order is composed: the gradient ops' gradients differentiate the composite's
+gradient (tape inside tape), so they hold the T x S weights; they return the total
+derivative through query, key, value, bias and the upstream, and none through the
 output and log-sum-exp inputs (they are functions of query, key and value, already
 counted).
 
@@ -42,14 +42,12 @@ def _mask_and_bias(op) -> tuple:
 
 def _bias_gradient(op, attrs: dict, upstream: tf.Tensor) -> tf.Tensor | None:
     inputs = op_inputs(op)
-    q, k, v = inputs.query, inputs.key, inputs.value
-    mask, bias = _mask_and_bias(op)
+    _, bias = _mask_and_bias(op)
     if bias is None or _BIAS in _skipped(op):
         return None if bias is not None else tf.zeros_like(inputs.bias)
-    with tf.GradientTape() as tape:
-        tape.watch(bias)
-        out = fn.composite(q, k, v, mask, bias, attrs)
-    return tape.gradient(out, bias, output_gradients=upstream)
+    return op_fn("AttentionBiasGrad")(inputs.query, inputs.key, inputs.value, inputs.mask,
+                                      inputs.bias, op.outputs[0], op.outputs[1], upstream,
+                                      **attrs)
 
 
 def _attention_grad(op, upstream, _lse_upstream):
@@ -60,25 +58,44 @@ def _attention_grad(op, upstream, _lse_upstream):
     return [dq, dk, dv, None, _bias_gradient(op, attrs, upstream)]
 
 
-def _attention_grad_grad(op, ddq, ddk, ddv):
+def _second_order(op, upstreams: list, with_bias: bool) -> list:
+    """The gradient op's gradients: the composite's first-order gradients (at the op's
+    doutput; with the bias's where `with_bias`) dotted with `upstreams` (None: none),
+    differentiated again through query, key, value, doutput and the bias."""
     attrs = op_attrs(op)
     inputs = op_inputs(op)
     q, k, v, dout = inputs.query, inputs.key, inputs.value, inputs.doutput
     mask, bias = _mask_and_bias(op)
-    upstreams = [tf.zeros_like(t) if u is None else u for t, u in ((q, ddq), (k, ddk), (v, ddv))]
     watched = [q, k, v, dout] + ([bias] if bias is not None else [])
     with tf.GradientTape() as outer:
         outer.watch(watched)
         with tf.GradientTape() as inner:
-            inner.watch([q, k, v])
+            inner.watch(watched)
             out = fn.composite(q, k, v, mask, bias, attrs)
-        grads = inner.gradient(out, [q, k, v], output_gradients=dout)
-        total = tf.add_n([tf.reduce_sum(tf.cast(g * u, fn.compute_dtype(q.dtype)))
-                          for g, u in zip(grads, upstreams)])
-    found = outer.gradient(total, watched)
+        grads = inner.gradient(out, [q, k, v] + ([bias] if with_bias else []),
+                               output_gradients=dout)
+        compute = fn.compute_dtype(q.dtype)
+        total = tf.zeros([], compute)
+        for g, u in zip(grads, upstreams):
+            if u is not None:
+                total += tf.reduce_sum(tf.cast(g, compute) * tf.cast(u, compute))
+    found = outer.gradient(total, watched, unconnected_gradients="zero")
     d_bias = found[4] if bias is not None else tf.zeros_like(inputs.bias)
     return [found[0], found[1], found[2], None, d_bias, None, None, found[3]]
 
 
+def _attention_grad_grad(op, ddq, ddk, ddv):
+    return _second_order(op, [ddq, ddk, ddv], with_bias=False)
+
+
+def _attention_bias_grad_grad(op, ddbias):
+    if _mask_and_bias(op)[1] is None:  # the scalar "none" bias: its gradient is 0
+        inputs = op_inputs(op)
+        return [tf.zeros_like(t) for t in (inputs.query, inputs.key, inputs.value)] + [
+            None, tf.zeros_like(inputs.bias), None, None, tf.zeros_like(inputs.doutput)]
+    return _second_order(op, [None, None, None, ddbias], with_bias=True)
+
+
 register_gradient(op_info.NAMESPACE + "Attention", _attention_grad)
 register_gradient(op_info.NAMESPACE + "AttentionGrad", _attention_grad_grad)
+register_gradient(op_info.NAMESPACE + "AttentionBiasGrad", _attention_bias_grad_grad)
