@@ -1866,7 +1866,9 @@ void BiasGradIn(Dtype dtype, const AttentionParams& p, const void* q,
                 const void* dout, const void* lse, void* dbias,
                 int64_t bias_elements, void* scratch,
                 const ParallelFor& parallel_for) {
-  C* sums = static_cast<C*>(scratch);
+  // float and double sum in the result itself; half and bfloat16 in scratch.
+  const bool in_place = dtype == Dtype::kFloat || dtype == Dtype::kDouble;
+  C* sums = static_cast<C*>(in_place ? dbias : scratch);
   std::fill(sums, sums + bias_elements, C(0));
   if (p.bias.data != nullptr && p.batch * p.heads * p.q_len * p.kv_len > 0) {
     const BiasGradSplit split(p);
@@ -1876,6 +1878,7 @@ void BiasGradIn(Dtype dtype, const AttentionParams& p, const void* q,
                    BiasGrad(call, begin, end);
                  });
   }
+  if (in_place) return;
   cpu_storage::WithStorage(dtype, [&](auto st) {
     using St = decltype(st);
     using Stored = typename St::Stored;
@@ -1923,8 +1926,8 @@ void CpuAttentionBackward(Dtype dtype, const AttentionParams& p, const void* q,
 }
 
 int64_t CpuAttentionBiasGradScratchBytes(Dtype dtype, int64_t bias_elements) {
-  return bias_elements *
-         (dtype == Dtype::kDouble ? sizeof(double) : sizeof(float));
+  if (dtype == Dtype::kFloat || dtype == Dtype::kDouble) return 0;
+  return bias_elements * sizeof(float);
 }
 
 void CpuAttentionBiasGrad(Dtype dtype, const AttentionParams& p, const void* q,

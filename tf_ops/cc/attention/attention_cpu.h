@@ -47,8 +47,9 @@ void CpuAttentionBackward(Dtype dtype, const AttentionParams& p, const void* q,
 // dims the bias is broadcast along, each element by one thread in a fixed
 // order. A pass of its own, taken only where the bias needs a gradient; it
 // recomputes P and dP tile by tile (two of the backward's five products).
-// scratch holds CpuAttentionBiasGradScratchBytes bytes (the sums in the
-// compute type), aligned to 8 bytes. A scalar "none" bias gives 0.
+// scratch holds CpuAttentionBiasGradScratchBytes bytes, aligned to 8 bytes:
+// the float sums of half and bfloat16 (float and double sum in dbias itself,
+// and need none). A scalar "none" bias gives 0.
 int64_t CpuAttentionBiasGradScratchBytes(Dtype dtype, int64_t bias_elements);
 void CpuAttentionBiasGrad(Dtype dtype, const AttentionParams& p, const void* q,
                           const void* k, const void* v, const void* out,
