@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "tf_ops/cc/attention/attention_checks.h"
@@ -73,59 +74,55 @@ ffi::Error MakeParams(const std::string& op, const ffi::AnyBuffer& q,
   return ffi::Error::Success();
 }
 
-// The bindings' common part: the buffers and attributes, in the order of the
-// handlers' parameters; each platform appends its context.
+// The bindings, in the order of the handlers' parameters; each platform
+// appends its context. Every call takes the forward's five inputs; the
+// gradient calls also output, lse and doutput.
+// (A Binding cannot be moved or copied: each step consumes a temporary.)
+template <typename Binding>
+auto ForwardInputs(Binding&& b) {
+  return std::forward<Binding>(b)
+      .template Arg<ffi::AnyBuffer>()   // query
+      .template Arg<ffi::AnyBuffer>()   // key
+      .template Arg<ffi::AnyBuffer>()   // value
+      .template Arg<ffi::AnyBuffer>()   // mask
+      .template Arg<ffi::AnyBuffer>();  // bias
+}
+
+template <typename Binding>
+auto GradInputs(Binding&& b) {
+  return ForwardInputs(std::forward<Binding>(b))
+      .template Arg<ffi::AnyBuffer>()   // output
+      .template Arg<ffi::AnyBuffer>()   // lse
+      .template Arg<ffi::AnyBuffer>();  // doutput
+}
+
+template <typename Binding>
+auto WithAttrs(Binding&& b) {
+  return std::forward<Binding>(b)
+      .template Attr<float>("scale")
+      .template Attr<float>("softcap")
+      .template Attr<bool>("causal")
+      .template Attr<int64_t>("window");
+}
+
 auto ForwardBinding() {
-  return ffi::Ffi::Bind()
-      .Arg<ffi::AnyBuffer>()  // query
-      .Arg<ffi::AnyBuffer>()  // key
-      .Arg<ffi::AnyBuffer>()  // value
-      .Arg<ffi::AnyBuffer>()  // mask
-      .Arg<ffi::AnyBuffer>()  // bias
-      .Ret<ffi::AnyBuffer>()  // output
-      .Ret<ffi::AnyBuffer>()  // lse
-      .Attr<float>("scale")
-      .Attr<float>("softcap")
-      .Attr<bool>("causal")
-      .Attr<int64_t>("window");
+  return WithAttrs(ForwardInputs(ffi::Ffi::Bind())
+                       .Ret<ffi::AnyBuffer>()    // output
+                       .Ret<ffi::AnyBuffer>());  // lse
 }
 
 auto BackwardBinding() {
-  return ffi::Ffi::Bind()
-      .Arg<ffi::AnyBuffer>()  // query
-      .Arg<ffi::AnyBuffer>()  // key
-      .Arg<ffi::AnyBuffer>()  // value
-      .Arg<ffi::AnyBuffer>()  // mask
-      .Arg<ffi::AnyBuffer>()  // bias
-      .Arg<ffi::AnyBuffer>()  // output
-      .Arg<ffi::AnyBuffer>()  // lse
-      .Arg<ffi::AnyBuffer>()  // doutput
-      .Ret<ffi::AnyBuffer>()  // dquery
-      .Ret<ffi::AnyBuffer>()  // dkey
-      .Ret<ffi::AnyBuffer>()  // dvalue
-      .Ret<ffi::AnyBuffer>()  // scratch (Host), empty (CUDA)
-      .Attr<float>("scale")
-      .Attr<float>("softcap")
-      .Attr<bool>("causal")
-      .Attr<int64_t>("window");
+  return WithAttrs(GradInputs(ffi::Ffi::Bind())
+                       .Ret<ffi::AnyBuffer>()    // dquery
+                       .Ret<ffi::AnyBuffer>()    // dkey
+                       .Ret<ffi::AnyBuffer>()    // dvalue
+                       .Ret<ffi::AnyBuffer>());  // scratch (Host), empty (CUDA)
 }
 
 auto BiasGradBinding() {
-  return ffi::Ffi::Bind()
-      .Arg<ffi::AnyBuffer>()  // query
-      .Arg<ffi::AnyBuffer>()  // key
-      .Arg<ffi::AnyBuffer>()  // value
-      .Arg<ffi::AnyBuffer>()  // mask
-      .Arg<ffi::AnyBuffer>()  // bias
-      .Arg<ffi::AnyBuffer>()  // output
-      .Arg<ffi::AnyBuffer>()  // lse
-      .Arg<ffi::AnyBuffer>()  // doutput
-      .Ret<ffi::AnyBuffer>()  // dbias
-      .Ret<ffi::AnyBuffer>()  // scratch (Host), empty (CUDA)
-      .Attr<float>("scale")
-      .Attr<float>("softcap")
-      .Attr<bool>("causal")
-      .Attr<int64_t>("window");
+  return WithAttrs(GradInputs(ffi::Ffi::Bind())
+                       .Ret<ffi::AnyBuffer>()    // dbias
+                       .Ret<ffi::AnyBuffer>());  // scratch (Host), empty (CUDA)
 }
 
 #if TF_OPS_WITH_CUDA

@@ -275,7 +275,7 @@ class AttentionBiasGradOp : public OpKernel {
                               .Device(DEV)                          \
                               .TypeConstraint<T>("T")               \
                               .TypeConstraint<ComputeType<T>>("L"), \
-                          AttentionGradOp<TAG, T>);           \
+                          AttentionGradOp<TAG, T>);                 \
   REGISTER_KERNEL_BUILDER(Name("TfOps>AttentionBiasGrad")           \
                               .Device(DEV)                          \
                               .TypeConstraint<T>("T")               \

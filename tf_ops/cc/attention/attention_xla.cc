@@ -373,15 +373,10 @@ class AttentionXlaOp : public tensorflow::XlaOpKernel {
     AttentionParams p;
     OP_REQUIRES_OK(ctx, Check(ctx, op, attrs_, type, lse_type, &p));
     if (XlaFfiHandlerRegistered(ctx, kAttentionForwardTarget)) {
-      std::vector<XlaOp> inputs;
-      for (int i = 0; i < 5; ++i) inputs.push_back(ctx->Input(i));
-      const std::vector<XlaOp> r = XlaFfiCall(
-          ctx->builder(), kAttentionForwardTarget, inputs,
-          {ShapeOf(type, {p.batch, p.q_len, p.heads, p.value_dim}),
-           ShapeOf(lse_type, {p.batch, p.heads, p.q_len})},
-          attrs_.Ffi());
-      ctx->SetOutput(0, r[0]);
-      ctx->SetOutput(1, r[1]);
+      XlaFfiCallOp(ctx, kAttentionForwardTarget,
+                   {ShapeOf(type, {p.batch, p.q_len, p.heads, p.value_dim}),
+                    ShapeOf(lse_type, {p.batch, p.heads, p.q_len})},
+                   kNoScratch, attrs_.Ffi());
       return;
     }
     XlaOp out, lse;
@@ -404,25 +399,14 @@ class AttentionGradXlaOp : public tensorflow::XlaOpKernel {
     const xla::PrimitiveType type = ctx->input_xla_type(0);
     AttentionParams p;
     OP_REQUIRES_OK(ctx, CheckGrad(ctx, op, attrs_, &p));
-    const std::string platform = XlaFfiPlatform(ctx);
     if (XlaFfiHandlerRegistered(ctx, kAttentionBackwardTarget)) {
-      std::vector<XlaOp> inputs;
-      for (int i = 0; i < 8; ++i) inputs.push_back(ctx->Input(i));
-      // The Host handler's scratch is this result; the CUDA handler's comes
-      // from the FFI's allocator (attention_ffi.cc).
-      const int64_t scratch =
-          platform == "Host"
-              ? CpuAttentionBackwardScratchBytes(DtypeOf(type), p) +
-                    kScratchAlign
-              : 0;
-      const std::vector<XlaOp> r = XlaFfiCall(
-          ctx->builder(), kAttentionBackwardTarget, inputs,
+      XlaFfiCallOp(
+          ctx, kAttentionBackwardTarget,
           {ShapeOf(type, {p.batch, p.q_len, p.heads, p.head_dim}),
            ShapeOf(type, {p.batch, p.kv_len, p.kv_heads, p.head_dim}),
-           ShapeOf(type, {p.batch, p.kv_len, p.kv_heads, p.value_dim}),
-           ShapeOf(xla::U8, {scratch})},
+           ShapeOf(type, {p.batch, p.kv_len, p.kv_heads, p.value_dim})},
+          CpuAttentionBackwardScratchBytes(DtypeOf(type), p) + kScratchAlign,
           attrs_.Ffi());
-      for (int i = 0; i < 3; ++i) ctx->SetOutput(i, r[i]);
       return;
     }
     XlaOp dq, dk, dv;
@@ -449,19 +433,12 @@ class AttentionBiasGradXlaOp : public tensorflow::XlaOpKernel {
     const Dims bias = *InputDims(ctx, 4);
     int64_t elements = 1;
     for (int64_t d : bias) elements *= d;
-    if (elements > 0 && XlaFfiHandlerRegistered(ctx, kAttentionBiasGradTarget)) {
-      std::vector<XlaOp> inputs;
-      for (int i = 0; i < 8; ++i) inputs.push_back(ctx->Input(i));
-      // The Host handler's sums are this result; the CUDA handler needs none.
-      const int64_t scratch =
-          XlaFfiPlatform(ctx) == "Host"
-              ? CpuAttentionBiasGradScratchBytes(DtypeOf(type), elements) +
-                    kScratchAlign
-              : 0;
-      const std::vector<XlaOp> r = XlaFfiCall(
-          ctx->builder(), kAttentionBiasGradTarget, inputs,
-          {ShapeOf(type, bias), ShapeOf(xla::U8, {scratch})}, attrs_.Ffi());
-      ctx->SetOutput(0, r[0]);
+    if (elements > 0 &&
+        XlaFfiHandlerRegistered(ctx, kAttentionBiasGradTarget)) {
+      XlaFfiCallOp(ctx, kAttentionBiasGradTarget, {ShapeOf(type, bias)},
+                   CpuAttentionBiasGradScratchBytes(DtypeOf(type), elements) +
+                       kScratchAlign,
+                   attrs_.Ffi());
       return;
     }
     ctx->SetOutput(0, Narrowed(BiasGradComposite(ctx, p, type), type));

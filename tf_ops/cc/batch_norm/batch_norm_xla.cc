@@ -189,25 +189,17 @@ class BatchNormXlaOp : public tensorflow::XlaOpKernel {
   }
 
   // The op's outputs from one custom call on its inputs (batch_norm_ffi.cc),
-  // plus the Host handler's scratch result (the CUDA handler's comes from the
-  // FFI's allocator).
+  // the Host handler's scratch the engine's double partial sums.
   void CustomCall(tensorflow::XlaOpKernelContext* ctx, const Channels& ch,
                   const char* target) const {
-    std::vector<XlaOp> inputs;
-    for (int i = 0; i < ctx->num_inputs(); ++i) inputs.push_back(ctx->Input(i));
-    int64_t scratch = 0;
-    if (XlaFfiPlatform(ctx) == "Host") {
-      scratch = BatchNormScratchDoubles(ch.layout) * 8 +
-                batch_norm::kScratchAlign;
-    }
     const xla::Shape per_channel =
         xla::ShapeUtil::MakeShape(ch.compute, {ch.layout.channels});
-    const std::vector<xla::Shape> results = {
-        xla::ShapeUtil::MakeShape(ch.type, ch.dims), per_channel, per_channel,
-        xla::ShapeUtil::MakeShape(xla::U8, {scratch})};
-    const std::vector<XlaOp> r =
-        XlaFfiCall(ctx->builder(), target, inputs, results, ffi_attrs_);
-    for (int i = 0; i < 3; ++i) ctx->SetOutput(i, r[i]);
+    XlaFfiCallOp(ctx, target,
+                 {xla::ShapeUtil::MakeShape(ch.type, ch.dims), per_channel,
+                  per_channel},
+                 BatchNormScratchDoubles(ch.layout) * 8 +
+                     batch_norm::kScratchAlign,
+                 ffi_attrs_);
   }
 
   XlaValue Epsilon() const {

@@ -122,6 +122,9 @@ bool XlaFfiHandlerRegistered(const tensorflow::XlaOpKernelContext* ctx,
   return !platform.empty() && xla::ffi::FindHandler(target, platform).ok();
 }
 
+namespace {
+
+// The custom call itself, one op per result.
 std::vector<xla::XlaOp> XlaFfiCall(xla::XlaBuilder* b,
                                    const std::string& target,
                                    absl::Span<const xla::XlaOp> operands,
@@ -154,6 +157,23 @@ std::vector<xla::XlaOp> XlaFfiCall(xla::XlaBuilder* b,
     outputs.push_back(xla::GetTupleElement(call, i));
   }
   return outputs;
+}
+
+}  // namespace
+
+void XlaFfiCallOp(tensorflow::XlaOpKernelContext* ctx,
+                  const std::string& target, std::vector<xla::Shape> results,
+                  int64_t host_scratch_bytes, const XlaFfiAttrs& attrs) {
+  const int outputs = static_cast<int>(results.size());
+  if (host_scratch_bytes != kNoScratch) {
+    const int64_t bytes = XlaFfiPlatform(ctx) == "Host" ? host_scratch_bytes : 0;
+    results.push_back(xla::ShapeUtil::MakeShape(xla::U8, {bytes}));
+  }
+  std::vector<xla::XlaOp> inputs;
+  for (int i = 0; i < ctx->num_inputs(); ++i) inputs.push_back(ctx->Input(i));
+  const std::vector<xla::XlaOp> r =
+      XlaFfiCall(ctx->builder(), target, inputs, results, attrs);
+  for (int i = 0; i < outputs; ++i) ctx->SetOutput(i, r[i]);
 }
 
 }  // namespace tf_ops

@@ -78,15 +78,21 @@ std::string XlaFfiPlatform(const tensorflow::XlaOpKernelContext* ctx);
 bool XlaFfiHandlerRegistered(const tensorflow::XlaOpKernelContext* ctx,
                              const std::string& target);
 
-// Emits the typed-FFI custom call `target` on `operands`, with results of the
-// given shapes (element type and dimensions; every operand and result is
-// given the row-major layout, which the engines assume) and `attrs`.
-// Returns one op per result.
-std::vector<xla::XlaOp> XlaFfiCall(xla::XlaBuilder* b,
-                                   const std::string& target,
-                                   absl::Span<const xla::XlaOp> operands,
-                                   absl::Span<const xla::Shape> results,
-                                   const XlaFfiAttrs& attrs);
+// No scratch result (XlaFfiCallOp's host_scratch_bytes).
+inline constexpr int64_t kNoScratch = -1;
+
+// A lowering's one custom call: the typed-FFI call `target` on every input of
+// the op, with results of the given shapes (element type and dimensions;
+// every operand and result is given the row-major layout, which the engines
+// assume) and `attrs`, and the op's outputs 0, 1, ... set from those results
+// in order. Unless host_scratch_bytes is kNoScratch, one more result: a u8
+// scratch of host_scratch_bytes when compiling for the Host (XLA:CPU gives a
+// custom call no allocator: the engine's bytes plus the slack its handler
+// aligns them with, xla_ffi.h's FfiAlignedScratch), empty on other platforms
+// (the CUDA handlers take theirs from the FFI's allocator).
+void XlaFfiCallOp(tensorflow::XlaOpKernelContext* ctx,
+                  const std::string& target, std::vector<xla::Shape> results,
+                  int64_t host_scratch_bytes, const XlaFfiAttrs& attrs);
 
 }  // namespace tf_ops
 

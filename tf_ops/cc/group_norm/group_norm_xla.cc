@@ -289,31 +289,21 @@ class GroupNormXlaOp : public tensorflow::XlaOpKernel {
     ctx->SetOutput(2, nan);
   }
 
+  // The op's outputs from one custom call on its inputs (group_norm_ffi.cc),
+  // the Host handler's scratch the engine's double partial sums (and, for the
+  // gradient, the per-group statistics).
   void CustomCall(tensorflow::XlaOpKernelContext* ctx, const Grouped& g,
                   const char* target) const {
-    std::vector<XlaOp> inputs;
-    for (int i = 0; i < ctx->num_inputs(); ++i) inputs.push_back(ctx->Input(i));
-    // The Host handler's scratch is this result; the CUDA handler's comes
-    // from the FFI's allocator (group_norm_ffi.cc).
-    int64_t scratch = 0;
-    if (XlaFfiPlatform(ctx) == "Host") {
-      const GroupNormTiling t = MakeGroupNormTiling(g.s);
-      const int64_t doubles =
-          t.partials() + (kGrad ? 2 * g.s.n * g.s.groups : 0);
-      scratch = doubles * 8 + kScratchAlign;
-    }
-    std::vector<xla::Shape> results = {ShapeOf(g.type, g.dims)};
-    if (kGrad) {
-      results.push_back(ShapeOf(g.compute, {g.s.c}));
-      results.push_back(ShapeOf(g.compute, {g.s.c}));
-    } else {
-      results.push_back(ShapeOf(g.compute, {g.s.n, g.s.groups}));
-      results.push_back(ShapeOf(g.compute, {g.s.n, g.s.groups}));
-    }
-    results.push_back(ShapeOf(xla::U8, {scratch}));
-    const std::vector<XlaOp> r =
-        XlaFfiCall(ctx->builder(), target, inputs, results, ffi_attrs_);
-    for (int i = 0; i < 3; ++i) ctx->SetOutput(i, r[i]);
+    const GroupNormTiling t = MakeGroupNormTiling(g.s);
+    const int64_t doubles =
+        t.partials() + (kGrad ? 2 * g.s.n * g.s.groups : 0);
+    const std::vector<int64_t> stats =
+        kGrad ? std::vector<int64_t>{g.s.c}
+              : std::vector<int64_t>{g.s.n, g.s.groups};
+    XlaFfiCallOp(ctx, target,
+                 {ShapeOf(g.type, g.dims), ShapeOf(g.compute, stats),
+                  ShapeOf(g.compute, stats)},
+                 doubles * 8 + kScratchAlign, ffi_attrs_);
   }
 
   GroupNormAttrs attrs_;

@@ -181,13 +181,17 @@ __device__ __forceinline__ bool Kept(const AttentionParams& p, int64_t b,
                                                                  t, s)];
 }
 
-// The logit before the soft cap: scale * <q_t, k_s> + bias.
-template <typename T, typename C>
-__device__ __forceinline__ C RawLogit(const AttentionParams& p, int64_t b,
-                                      int64_t n, int64_t t, int64_t s,
-                                      const C* q_row, const C* k_row, int d) {
+// The logit before the soft cap: scale * <q_t, k_s> + bias. The rows are
+// shared tiles in the compute type or global rows in the dtype (R).
+template <typename T, typename R>
+__device__ __forceinline__ ComputeType<T> RawLogit(const AttentionParams& p,
+                                                   int64_t b, int64_t n,
+                                                   int64_t t, int64_t s,
+                                                   const R* q_row,
+                                                   const R* k_row, int d) {
+  using C = ComputeType<T>;
   C dot = C(0);
-  for (int e = 0; e < d; ++e) dot += q_row[e] * k_row[e];
+  for (int e = 0; e < d; ++e) dot += Load(q_row[e]) * Load(k_row[e]);
   C x = static_cast<C>(p.scale) * dot;
   if (p.bias.data != nullptr) {
     x += Load(static_cast<const T*>(
@@ -200,12 +204,12 @@ __device__ __forceinline__ C RawLogit(const AttentionParams& p, int64_t b,
 // of a live row, from the forward's lse and Delta_t = <dout_t, out_t>:
 //   p = exp(logit - lse), dS = p * (<dout_t, v_s> - Delta_t), times the soft
 // cap's derivative 1 - tanh^2. The dk/dv and dq kernels both call it, so
-// they see the same probabilities.
-template <typename T, typename C>
+// they see the same probabilities, and so does the bias gradient's.
+template <typename T, typename C, typename R>
 __device__ __forceinline__ C LogitGrad(const AttentionParams& p, int64_t b,
                                        int64_t n, int64_t t, int64_t s,
-                                       const C* q_row, const C* k_row,
-                                       const C* dout_row, const C* v_row,
+                                       const R* q_row, const R* k_row,
+                                       const R* dout_row, const R* v_row,
                                        const Dims& m, C lse, C delta,
                                        C* prob) {
   C x = RawLogit<T>(p, b, n, t, s, q_row, k_row, m.d);
@@ -218,7 +222,7 @@ __device__ __forceinline__ C LogitGrad(const AttentionParams& p, int64_t b,
   }
   const C pr = ExpOf(x - lse);
   C dp = C(0);
-  for (int e = 0; e < m.dv; ++e) dp += dout_row[e] * v_row[e];
+  for (int e = 0; e < m.dv; ++e) dp += Load(dout_row[e]) * Load(v_row[e]);
   *prob = pr;
   return pr * (dp - delta) * dcap;
 }
@@ -409,7 +413,7 @@ __global__ void AttentionBackwardPrepKernel(AttentionParams p, const T* out,
 
 // The bias's gradient, one thread per element of the bias: it walks the
 // (b, n, t, s) the element is broadcast over in order and sums dS there
-// (LogitGrad's formula, the rows read from global memory), so every element
+// (LogitGrad, the rows read from global memory), so every element
 // has one owner and one order. A plain pass, not tiled: it runs only where
 // the bias needs a gradient.
 template <typename T>
@@ -419,7 +423,9 @@ __global__ void AttentionBiasGradKernel(AttentionParams p, int64_t elements,
                                         const ComputeType<T>* lse, T* dbias) {
   using C = ComputeType<T>;
   const int64_t full[4] = {p.batch, p.heads, p.q_len, p.kv_len};
-  const T* bias = static_cast<const T*>(p.bias.data);
+  const bool has_bias = p.bias.data != nullptr;
+  const Dims m{static_cast<int>(p.head_dim), static_cast<int>(p.value_dim), 0,
+               0};
   for (int64_t i = GlobalThread(); i < elements; i += GlobalThreads()) {
     int64_t lo[4], hi[4];
     for (int j = 0; j < 4; ++j) {
@@ -428,7 +434,7 @@ __global__ void AttentionBiasGradKernel(AttentionParams p, int64_t elements,
       hi[j] = stride != 0 ? lo[j] + 1 : full[j];
     }
     C sum = C(0);
-    for (int64_t b = lo[0]; bias != nullptr && b < hi[0]; ++b) {
+    for (int64_t b = lo[0]; has_bias && b < hi[0]; ++b) {
       for (int64_t n = lo[1]; n < hi[1]; ++n) {
         const int64_t kh = n / p.group();
         for (int64_t t = lo[2]; t < hi[2]; ++t) {
@@ -439,29 +445,12 @@ __global__ void AttentionBiasGradKernel(AttentionParams p, int64_t elements,
           for (int64_t e = 0; e < p.value_dim; ++e) {
             delta += Load(dout[o + e]) * Load(out[o + e]);
           }
-          const T* qrow = q + p.QOffset(b, t, n);
           for (int64_t s = lo[3]; s < hi[3]; ++s) {
             if (!Kept(p, b, n, t, s)) continue;
-            const T* krow = k + p.KOffset(b, s, kh);
-            const T* vrow = v + p.VOffset(b, s, kh);
-            C dot = C(0);
-            for (int64_t e = 0; e < p.head_dim; ++e) {
-              dot += Load(qrow[e]) * Load(krow[e]);
-            }
-            C x = static_cast<C>(p.scale) * dot +
-                  Load(bias[p.BroadcastOffset(p.bias, b, n, t, s)]);
-            C dcap = C(1);
-            if (p.softcap > 0.0f) {
-              const C cap = static_cast<C>(p.softcap);
-              const C th = TanhOf(x / cap);
-              x = cap * th;
-              dcap = C(1) - th * th;
-            }
-            C dp = C(0);
-            for (int64_t e = 0; e < p.value_dim; ++e) {
-              dp += Load(dout[o + e]) * Load(vrow[e]);
-            }
-            sum += ExpOf(x - l) * (dp - delta) * dcap;
+            C prob;
+            sum += LogitGrad<T>(p, b, n, t, s, q + p.QOffset(b, t, n),
+                                k + p.KOffset(b, s, kh), dout + o,
+                                v + p.VOffset(b, s, kh), m, l, delta, &prob);
           }
         }
       }
