@@ -181,12 +181,22 @@ def test_jit_forward_and_gradients_match_float64_reference(case, dtype, xla_path
     _assert_close(lse, ref_lse, tf.float32 if dtype != tf.float64 else dtype, "lse")
     for name, got, ref in zip(("dquery", "dkey", "dvalue"), (dq, dk, dv), ref_grads):
         _assert_close(got, ref, dtype, name)
-    if np.ndim(bias):  # TfOps>AttentionBiasGrad, summed over the bias's broadcast
-        d_bias = tf.function(bias_grad, jit_compile=True)(*args, tf.constant(dout, dtype))
+    if np.ndim(bias):  # TfOps>AttentionBiasGrad: dq, dk, dv and dbias
+        *grads, d_bias = tf.function(bias_grad, jit_compile=True)(
+            *args, tf.constant(dout, dtype))
         if xla_path == "custom_call":
-            np.testing.assert_array_equal(
-                tf.cast(d_bias, tf.float64).numpy(),
-                tf.cast(bias_grad(*args, tf.constant(dout, dtype)), tf.float64).numpy())
+            for name, got, want in zip(("dquery", "dkey", "dvalue", "dbias"),
+                                       [*grads, d_bias],
+                                       bias_grad(*args, tf.constant(dout, dtype))):
+                np.testing.assert_array_equal(tf.cast(got, tf.float64).numpy(),
+                                              tf.cast(want, tf.float64).numpy(),
+                                              err_msg=name)
+            for name, got, want in zip(("dquery", "dkey", "dvalue"), grads, (dq, dk, dv)):
+                np.testing.assert_array_equal(tf.cast(got, tf.float64).numpy(),
+                                              tf.cast(want, tf.float64).numpy(),
+                                              err_msg=f"{name} with the bias gradient")
+        for name, got, ref in zip(("dquery", "dkey", "dvalue"), grads, ref_grads):
+            _assert_close(got, ref, dtype, f"{name} with the bias gradient")
         assert d_bias.shape == bias.shape
         _assert_close(d_bias, _reference_bias_grad(q, k, v, mask, bias, dout, **attrs),
                       dtype, "dbias")

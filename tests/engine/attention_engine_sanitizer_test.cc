@@ -53,7 +53,9 @@ struct Case {
   // 0 none, 1 [B, 1, T, S] with dead rows, 2 [1, 1, 1, S], 3 [B, 1, 1, S]
   // padding (key lengths S - 5 and S / 3: whole key tiles masked, skipped)
   int mask;
-  int bias;  // 0 none, 1 [B, N, T, S], 2 [1, N, 1, S]
+  // 0 none, 1 [B, N, T, S], 2 [1, N, 1, S], 3 [1, 1, 1, S] (one bias for
+  // every head: its gradient in the pass after the backward)
+  int bias;
 };
 
 const Case kCases[] = {
@@ -68,6 +70,7 @@ const Case kCases[] = {
     {"window_both", 1, 40, 40, 2, 2, 8, 8, false, 5, 0, 0, 0},
     {"softcap_bias", 1, 20, 20, 4, 2, 8, 8, false, -1, 2.0f, 0, 1},
     {"bias_row", 1, 10, 14, 2, 2, 8, 8, true, -1, 0, 0, 2},
+    {"bias_keys_shared", 2, 30, 40, 4, 2, 8, 8, false, -1, 1.5f, 1, 3},
     {"d1", 1, 7, 7, 1, 1, 1, 1, true, -1, 0, 0, 0},
     {"d130", 1, 9, 9, 1, 1, 130, 65, false, -1, 0, 0, 0},
     {"no_keys", 1, 3, 0, 2, 2, 8, 8, false, -1, 0, 0, 0},
@@ -93,6 +96,7 @@ double Logit(const Case& c, const std::vector<double>& q,
   double x = scale * dot;
   if (c.bias == 1) x += bias[((b * c.n + n) * c.t + t) * c.s + s];
   if (c.bias == 2) x += bias[n * c.s + s];
+  if (c.bias == 3) x += bias[s];
   *cap_grad = 1;
   if (c.softcap > 0) {
     const double th = std::tanh(x / c.softcap);
@@ -168,6 +172,7 @@ void Reference(const Case& c, const std::vector<double>& q,
           const double ds = p[s] * (dps - delta) * g[s] * scale;
           if (c.bias == 1) (*dbias)[((b * c.n + n) * c.t + t) * c.s + s] += ds / scale;
           if (c.bias == 2) (*dbias)[n * c.s + s] += ds / scale;
+          if (c.bias == 3) (*dbias)[s] += ds / scale;
           for (int64_t d = 0; d < c.d; ++d) {
             (*dq)[((b * c.t + t) * c.n + n) * c.d + d] +=
                 ds * k[((b * c.s + s) * c.k + kh) * c.d + d];
@@ -226,6 +231,7 @@ void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
   std::vector<double> bias;
   if (c.bias == 1) bias = fill(c.b * c.n * c.t * c.s, &in.bias);
   if (c.bias == 2) bias = fill(c.n * c.s, &in.bias);
+  if (c.bias == 3) bias = fill(c.s, &in.bias);
   std::vector<char> mask;
   std::unique_ptr<bool[]> mask_buf;
   const int64_t mask_size = c.mask == 1   ? c.b * c.t * c.s
@@ -268,6 +274,8 @@ void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
     p.bias = {in.bias.get(), {c.n * c.t * c.s, c.t * c.s, c.s, 1}};
   } else if (c.bias == 2) {
     p.bias = {in.bias.get(), {0, c.s, 0, 1}};
+  } else if (c.bias == 3) {
+    p.bias = {in.bias.get(), {0, 0, 0, 1}};
   }
   std::vector<double> out, lse, dq, dk, dv, dbias;
   Reference(c, q, k, v, mask, bias, dout, scale, &out, &lse, &dq, &dk, &dv,
@@ -287,16 +295,30 @@ void RunCase(const Case& c, const Store& st, std::mt19937* rng) {
                         o.out.get(), o.lse.get(), Threads(threads));
     CpuAttentionBackward(st.dtype, p, in.q.get(), in.k.get(), in.v.get(),
                          o.out.get(), in.dout.get(), o.lse.get(), o.dq.get(),
-                         o.dk.get(), o.dv.get(), o.scratch.get(),
+                         o.dk.get(), o.dv.get(), nullptr, 0, o.scratch.get(),
                          Threads(threads));
+    // With the bias's gradient: dq, dk, dv must keep their bits (the split by
+    // the bias walks the same heads with the same math).
     const int64_t nb = static_cast<int64_t>(dbias.size());
     o.dbias = Buffer(nb * st.size);
-    o.bias_scratch = Buffer(CpuAttentionBiasGradScratchBytes(st.dtype, nb));
+    o.bias_scratch =
+        Buffer(CpuAttentionBackwardScratchBytes(st.dtype, p, nb));
     if (nb > 0) {
-      CpuAttentionBiasGrad(st.dtype, p, in.q.get(), in.k.get(), in.v.get(),
+      Buffers again;
+      again.dq = Buffer(dq.size() * st.size);
+      again.dk = Buffer(dk.size() * st.size);
+      again.dv = Buffer(dv.size() * st.size);
+      CpuAttentionBackward(st.dtype, p, in.q.get(), in.k.get(), in.v.get(),
                            o.out.get(), in.dout.get(), o.lse.get(),
+                           again.dq.get(), again.dk.get(), again.dv.get(),
                            o.dbias.get(), nb, o.bias_scratch.get(),
                            Threads(threads));
+      const bool same =
+          std::memcmp(again.dq.get(), o.dq.get(), dq.size() * st.size) == 0 &&
+          std::memcmp(again.dk.get(), o.dk.get(), dk.size() * st.size) == 0 &&
+          std::memcmp(again.dv.get(), o.dv.get(), dv.size() * st.size) == 0;
+      Expect(same, "dq, dk, dv the same bits with the bias gradient",
+             c.name, 0, 0, 0);
     }
     char ctx[160];
     std::snprintf(ctx, sizeof(ctx), "%s %s%s threads=%d", c.name, st.name,

@@ -508,14 +508,16 @@ using GemmFn = void (*)(int64_t M, int64_t N, int64_t K, const C* A,
                         int64_t lda, int64_t ak, const C* B, int64_t ldb,
                         C* Cm, int64_t ldc, bool accumulate);
 
-// The bias gradient's work units: one per index of the bias's own batch and
-// head dims; the (b, n) it is broadcast over are walked inside a unit, so no
-// two threads add to one element of the sums.
-struct BiasGradSplit {
+// The backward's work units, and the query heads (b, n) each walks in order.
+// Plain: one unit per query head. By the bias (where the backward also sums
+// the bias's gradient): one unit per index of the bias's own batch and head
+// axes, walking the heads it is broadcast over, so that no two threads add to
+// one element of the bias's sums and each adds in one fixed order.
+struct BackwardSplit {
   int64_t units, inner, heads_out, heads_in;
-  explicit BiasGradSplit(const AttentionParams& p) {
-    const bool per_batch = p.bias.strides[0] != 0;
-    const bool per_head = p.bias.strides[1] != 0;
+  BackwardSplit(const AttentionParams& p, bool by_bias) {
+    const bool per_batch = !by_bias || p.bias.strides[0] != 0;
+    const bool per_head = !by_bias || p.bias.strides[1] != 0;
     heads_out = per_head ? p.heads : 1;
     heads_in = per_head ? 1 : p.heads;
     units = (per_batch ? p.batch : 1) * heads_out;
@@ -526,6 +528,24 @@ struct BiasGradSplit {
     *n = unit % heads_out + i % heads_in;
   }
 };
+
+// dS of one tile's rows (the gradient of the logits before the scale, `ds`
+// rows kKeyBlock apart) added into the bias's sums.
+template <typename C>
+void AddBiasGrad(const AttentionParams& p, const C* ds, int64_t b, int64_t n,
+                 int64_t t0, int64_t rows, int64_t s0, int64_t cols,
+                 C* sums) {
+  const int64_t st = p.bias.strides[3];
+  for (int64_t r = 0; r < rows; ++r) {
+    const C* row = ds + r * kKeyBlock;
+    C* out = sums + p.BroadcastOffset(p.bias, b, n, t0 + r, s0);
+    if (st == 1) {
+      for (int64_t c = 0; c < cols; ++c) out[c] += row[c];
+    } else {
+      for (int64_t c = 0; c < cols; ++c) out[c * st] += row[c];
+    }
+  }
+}
 
 template <typename St>
 struct Engine {
@@ -789,12 +809,14 @@ struct Engine {
     }
   }
 
-  // Backward of query heads [begin, end) (unit = b * N + n). dk_part and
-  // dv_part: this head's [S, D] and [S, Dv] float rows.
+  // Backward of units [begin, end) of `split`. dk_part and dv_part: every
+  // query head's [S, D] and [S, Dv] float rows, where heads are grouped.
+  // bias_sums: where not null, dS summed into the bias's gradient.
   void BackwardUnits(const Stored* q, const Stored* k, const Stored* v,
                      const Stored* out, const Stored* dout, const C* lse,
-                     Stored* dq, Stored* dk, Stored* dv, C* dk_part,
-                     C* dv_part, int64_t begin, int64_t end) const {
+                     Stored* dq, Stored* dk, Stored* dv, C* dk_parts,
+                     C* dv_parts, C* bias_sums, const BackwardSplit& split,
+                     int64_t begin, int64_t end) const {
     const int64_t T = p.q_len, S = p.kv_len, D = p.head_dim,
                   Dv = p.value_dim;
     const bool grouped = p.group() > 1;
@@ -810,9 +832,13 @@ struct Engine {
     auto dvb = Buffer<C>(kKeyBlock * Dv);
     std::vector<C> dead_sum(Dv);
     bool kept_any[kQueryBlock] = {};
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t b = u / p.heads, n = u % p.heads;
+    // Unit u walks its heads w = u * inner + i, i < inner, in order.
+    for (int64_t w = begin * split.inner; w < end * split.inner; ++w) {
+      int64_t b, n;
+      split.At(w / split.inner, w % split.inner, &b, &n);
       const int64_t kv = b * p.kv_heads + n / p.group();
+      C* dk_part = grouped ? dk_parts + (b * p.heads + n) * S * D : nullptr;
+      C* dv_part = grouped ? dv_parts + (b * p.heads + n) * S * Dv : nullptr;
       bool any_dead = false;
       std::fill(dead_sum.begin(), dead_sum.end(), C(0));
       for (int64_t t = 0; t < T; ++t) {
@@ -883,6 +909,9 @@ struct Engine {
               for (int64_t c = 0; c < cols; ++c) row[c] *= grow[c];
             }
           }
+          if (bias_sums != nullptr) {
+            AddBiasGrad(p, s.get(), b, n, t0, rows, s0, cols, bias_sums);
+          }
           // dQ += dS K; dK += dS^T (scale Q)
           gemm(rows, D, cols, s.get(), kKeyBlock, 1, kk + s0 * D, D,
                  dqa.get() + t0 * D, D, true);
@@ -902,10 +931,6 @@ struct Engine {
             }
           }
         }
-      }
-      if (grouped) {
-        dk_part += S * D;
-        dv_part += S * Dv;
       }
       for (int64_t t = 0; t < T; ++t) {
         Stored* row = dq + p.QOffset(b, t, n);
@@ -955,7 +980,7 @@ struct Engine {
                      C* acc, int64_t begin, int64_t end) const {
     const int64_t T = p.q_len, S = p.kv_len, D = p.head_dim,
                   Dv = p.value_dim;
-    const BiasGradSplit split(p);
+    const BackwardSplit split(p, true);
     Panels<C> panels(p, false, false, true);
     auto qs = Buffer<C>(T * D);
     auto dos = Buffer<C>(T * Dv);
@@ -1447,7 +1472,8 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
   TF_OPS_BF16 void BackwardUnits(const Bf* q, const Bf* k, const Bf* v,
                                  const Bf* out, const Bf* dout,
                                  const float* lse, Bf* dq, Bf* dk, Bf* dv,
-                                 float* dk_part, float* dv_part,
+                                 float* dk_parts, float* dv_parts,
+                                 float* bias_sums, const BackwardSplit& split,
                                  int64_t begin, int64_t end) const {
     const int64_t T = p.q_len, S = p.kv_len, D = p.head_dim,
                   Dv = p.value_dim;
@@ -1476,9 +1502,14 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
     auto dvb = Buffer<float>(kKeyBlock * Dv);
     std::vector<float> dead_sum(Dv);
     bool kept_any[kQueryBlock] = {};
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t b = u / p.heads, n = u % p.heads;
+    // Unit u walks its heads w = u * inner + i, i < inner, in order.
+    for (int64_t w = begin * split.inner; w < end * split.inner; ++w) {
+      int64_t b, n;
+      split.At(w / split.inner, w % split.inner, &b, &n);
       const int64_t kv = b * p.kv_heads + n / p.group();
+      float* dk_part = grouped ? dk_parts + (b * p.heads + n) * S * D : nullptr;
+      float* dv_part =
+          grouped ? dv_parts + (b * p.heads + n) * S * Dv : nullptr;
       bool any_dead = false;
       std::fill(dead_sum.begin(), dead_sum.end(), 0.0f);
       for (int64_t t = 0; t < T; ++t) {
@@ -1570,6 +1601,9 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
               for (int64_t c = 0; c < cols; ++c) row[c] *= grow[c];
             }
           }
+          if (bias_sums != nullptr) {  // dS before it is rounded
+            AddBiasGrad(p, s.get(), b, n, t0, rows, s0, cols, bias_sums);
+          }
           // dS rounded once, as pairs of rows (B of Q^T dS) and as rows (A
           // of dS K).
           for (int64_t r = 0; r < rows; r += 2) {
@@ -1609,10 +1643,6 @@ struct Bf16Engine : Engine<cpu_storage::BFloat16> {
           }
         }
       }
-      if (grouped) {
-        dk_part += S * D;
-        dv_part += S * Dv;
-      }
       for (int64_t t = 0; t < T; ++t) {
         Bf* row = dq + p.QOffset(b, t, n);
         for (int64_t d = 0; d < D; ++d) {
@@ -1641,6 +1671,8 @@ struct BackwardCall {
   const void *q, *k, *v, *out, *dout, *lse;
   void *dq, *dk, *dv;
   void *dk_part, *dv_part;
+  void* bias_sums;  // null: no bias gradient in this pass
+  BackwardSplit split;
 };
 
 struct BiasGradCall {
@@ -1677,19 +1709,14 @@ void RunBackward(St, const BackwardCall& c, int64_t begin, int64_t end,
   using E = Engine<St>;
   using C = typename E::C;
   using Stored = typename St::Stored;
-  const AttentionParams& p = *c.p;
-  C* dk_part = static_cast<C*>(c.dk_part);
-  C* dv_part = static_cast<C*>(c.dv_part);
-  if (dk_part != nullptr) {
-    dk_part += begin * p.kv_len * p.head_dim;
-    dv_part += begin * p.kv_len * p.value_dim;
-  }
-  E{p, Pick<C>(gf, gd)}.BackwardUnits(
+  E{*c.p, Pick<C>(gf, gd)}.BackwardUnits(
       static_cast<const Stored*>(c.q), static_cast<const Stored*>(c.k),
       static_cast<const Stored*>(c.v), static_cast<const Stored*>(c.out),
       static_cast<const Stored*>(c.dout), static_cast<const C*>(c.lse),
       static_cast<Stored*>(c.dq), static_cast<Stored*>(c.dk),
-      static_cast<Stored*>(c.dv), dk_part, dv_part, begin, end);
+      static_cast<Stored*>(c.dv), static_cast<C*>(c.dk_part),
+      static_cast<C*>(c.dv_part), static_cast<C*>(c.bias_sums), c.split,
+      begin, end);
 }
 
 template <typename St>
@@ -1762,19 +1789,13 @@ TF_OPS_ISA_ENTRY(TF_OPS_TARGET_AVX512_BF16) void ForwardBf16(
 
 TF_OPS_ISA_ENTRY(TF_OPS_TARGET_AVX512_BF16) void BackwardBf16(
     const BackwardCall& c, int64_t begin, int64_t end) {
-  const AttentionParams& p = *c.p;
-  float* dk_part = static_cast<float*>(c.dk_part);
-  float* dv_part = static_cast<float*>(c.dv_part);
-  if (dk_part != nullptr) {
-    dk_part += begin * p.kv_len * p.head_dim;
-    dv_part += begin * p.kv_len * p.value_dim;
-  }
-  Bf16Engine{{p}, &GemmBf16Avx512}.BackwardUnits(
+  Bf16Engine{{*c.p}, &GemmBf16Avx512}.BackwardUnits(
       static_cast<const Bf*>(c.q), static_cast<const Bf*>(c.k),
       static_cast<const Bf*>(c.v), static_cast<const Bf*>(c.out),
       static_cast<const Bf*>(c.dout), static_cast<const float*>(c.lse),
       static_cast<Bf*>(c.dq), static_cast<Bf*>(c.dk), static_cast<Bf*>(c.dv),
-      dk_part, dv_part, begin, end);
+      static_cast<float*>(c.dk_part), static_cast<float*>(c.dv_part),
+      static_cast<float*>(c.bias_sums), c.split, begin, end);
 }
 #endif
 
@@ -1821,27 +1842,55 @@ void ForwardIn(Dtype dtype, const AttentionParams& p, const void* q,
                [&](int64_t begin, int64_t end) { Forward(call, begin, end); });
 }
 
-// Scratch: the heads' dk, dv partials where a group shares key/value heads.
+// A bias gradient summed inside the backward needs enough units for the
+// threads (BackwardSplit by the bias); one shared by most heads (a [T, S]
+// bias, say) gets the separate pass instead (BiasGradUnits).
+constexpr int64_t kMinBiasUnits = 4;
+
+bool BiasGradInBackward(const AttentionParams& p) {
+  const BackwardSplit split(p, true);
+  return split.units >= std::min(p.batch * p.heads, kMinBiasUnits);
+}
+
+// Scratch, in C elements: the heads' dk, dv partials where a group shares
+// key/value heads; then, for half and bfloat16, the bias gradient's float sums
+// (float and double sum in dbias itself).
 template <typename C>
-int64_t BackwardScratchElements(const AttentionParams& p) {
+int64_t PartialElements(const AttentionParams& p) {
   if (p.group() == 1) return 0;
   return p.batch * p.heads * p.kv_len * (p.head_dim + p.value_dim);
+}
+
+bool SumsInPlace(Dtype dtype) {
+  return dtype == Dtype::kFloat || dtype == Dtype::kDouble;
 }
 
 template <typename C>
 void BackwardIn(Dtype dtype, const AttentionParams& p, const void* q,
                 const void* k, const void* v, const void* out,
                 const void* dout, const void* lse, void* dq, void* dk,
-                void* dv, void* scratch, const ParallelFor& parallel_for) {
+                void* dv, void* dbias, int64_t bias_elements, void* scratch,
+                const ParallelFor& parallel_for) {
   C* dk_part = nullptr;
   C* dv_part = nullptr;
   if (p.group() > 1) {
     dk_part = static_cast<C*>(scratch);
     dv_part = dk_part + p.batch * p.heads * p.kv_len * p.head_dim;
   }
-  BackwardCall call{dtype, &p, q, k, v, out, dout, lse,
-                    dq, dk, dv, dk_part, dv_part};
-  parallel_for(p.batch * p.heads, 3 * TileCost(p, p.q_len),
+  C* sums = nullptr;
+  if (dbias != nullptr) {
+    sums = SumsInPlace(dtype)
+               ? static_cast<C*>(dbias)
+               : static_cast<C*>(scratch) + PartialElements<C>(p);
+    std::fill(sums, sums + bias_elements, C(0));
+  }
+  const bool has_bias = sums != nullptr && p.bias.data != nullptr;
+  const bool in_backward = has_bias && BiasGradInBackward(p);
+  BackwardCall call{dtype, &p, q, k, v, out, dout, lse, dq, dk, dv,
+                    dk_part, dv_part, in_backward ? sums : nullptr,
+                    BackwardSplit(p, in_backward)};
+  parallel_for(call.split.units,
+               3 * call.split.inner * TileCost(p, p.q_len),
                [&](int64_t begin, int64_t end) { Backward(call, begin, end); });
   if (p.group() > 1) {
     parallel_for(p.batch * p.kv_heads * p.kv_len,
@@ -1858,27 +1907,15 @@ void BackwardIn(Dtype dtype, const AttentionParams& p, const void* q,
                    });
                  });
   }
-}
-
-template <typename C>
-void BiasGradIn(Dtype dtype, const AttentionParams& p, const void* q,
-                const void* k, const void* v, const void* out,
-                const void* dout, const void* lse, void* dbias,
-                int64_t bias_elements, void* scratch,
-                const ParallelFor& parallel_for) {
-  // float and double sum in the result itself; half and bfloat16 in scratch.
-  const bool in_place = dtype == Dtype::kFloat || dtype == Dtype::kDouble;
-  C* sums = static_cast<C*>(in_place ? dbias : scratch);
-  std::fill(sums, sums + bias_elements, C(0));
-  if (p.bias.data != nullptr && p.batch * p.heads * p.q_len * p.kv_len > 0) {
-    const BiasGradSplit split(p);
-    BiasGradCall call{dtype, &p, q, k, v, out, dout, lse, sums};
+  if (has_bias && !in_backward) {
+    const BackwardSplit split(p, true);
+    BiasGradCall bias_call{dtype, &p, q, k, v, out, dout, lse, sums};
     parallel_for(split.units, 2 * split.inner * TileCost(p, p.q_len),
                  [&](int64_t begin, int64_t end) {
-                   BiasGrad(call, begin, end);
+                   BiasGrad(bias_call, begin, end);
                  });
   }
-  if (in_place) return;
+  if (dbias == nullptr || SumsInPlace(dtype)) return;
   cpu_storage::WithStorage(dtype, [&](auto st) {
     using St = decltype(st);
     using Stored = typename St::Stored;
@@ -1903,45 +1940,36 @@ void CpuAttentionForward(Dtype dtype, const AttentionParams& p, const void* q,
 }
 
 int64_t CpuAttentionBackwardScratchBytes(Dtype dtype,
-                                         const AttentionParams& p) {
+                                         const AttentionParams& p,
+                                         int64_t bias_elements) {
+  const int64_t sums = SumsInPlace(dtype) ? 0 : bias_elements;
   if (dtype == Dtype::kDouble) {
-    return BackwardScratchElements<double>(p) * sizeof(double);
+    return (PartialElements<double>(p) + sums) * sizeof(double);
   }
-  return BackwardScratchElements<float>(p) * sizeof(float);
+  return (PartialElements<float>(p) + sums) * sizeof(float);
 }
 
 void CpuAttentionBackward(Dtype dtype, const AttentionParams& p, const void* q,
                           const void* k, const void* v, const void* out,
                           const void* dout, const void* lse, void* dq,
-                          void* dk, void* dv, void* scratch,
-                          const ParallelFor& parallel_for) {
-  if (p.batch * p.heads == 0) return;
-  if (dtype == Dtype::kDouble) {
-    BackwardIn<double>(dtype, p, q, k, v, out, dout, lse, dq, dk, dv, scratch,
-                       parallel_for);
-  } else {
-    BackwardIn<float>(dtype, p, q, k, v, out, dout, lse, dq, dk, dv, scratch,
-                      parallel_for);
-  }
-}
-
-int64_t CpuAttentionBiasGradScratchBytes(Dtype dtype, int64_t bias_elements) {
-  if (dtype == Dtype::kFloat || dtype == Dtype::kDouble) return 0;
-  return bias_elements * sizeof(float);
-}
-
-void CpuAttentionBiasGrad(Dtype dtype, const AttentionParams& p, const void* q,
-                          const void* k, const void* v, const void* out,
-                          const void* dout, const void* lse, void* dbias,
+                          void* dk, void* dv, void* dbias,
                           int64_t bias_elements, void* scratch,
                           const ParallelFor& parallel_for) {
-  if (bias_elements == 0) return;
+  if (p.batch * p.heads == 0) {
+    if (dbias != nullptr && bias_elements > 0) {  // a bias of size 1 somewhere
+      cpu_storage::WithStorage(dtype, [&](auto st) {
+        using Stored = typename decltype(st)::Stored;
+        std::fill_n(static_cast<Stored*>(dbias), bias_elements, Stored(0));
+      });
+    }
+    return;
+  }
   if (dtype == Dtype::kDouble) {
-    BiasGradIn<double>(dtype, p, q, k, v, out, dout, lse, dbias, bias_elements,
-                       scratch, parallel_for);
+    BackwardIn<double>(dtype, p, q, k, v, out, dout, lse, dq, dk, dv, dbias,
+                       bias_elements, scratch, parallel_for);
   } else {
-    BiasGradIn<float>(dtype, p, q, k, v, out, dout, lse, dbias, bias_elements,
-                      scratch, parallel_for);
+    BackwardIn<float>(dtype, p, q, k, v, out, dout, lse, dq, dk, dv, dbias,
+                      bias_elements, scratch, parallel_for);
   }
 }
 

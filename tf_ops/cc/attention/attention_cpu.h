@@ -28,32 +28,27 @@ void CpuAttentionForward(Dtype dtype, const AttentionParams& p, const void* q,
                          const void* k, const void* v, void* out, void* lse,
                          const ParallelFor& parallel_for);
 
-// Scratch the backward needs, in bytes (per-query-head partial dk and dv in
-// the compute type, reduced over each group in a fixed order; the row sums
-// of dout * out): O(B N (T + S (D + Dv))).
-int64_t CpuAttentionBackwardScratchBytes(Dtype dtype,
-                                         const AttentionParams& p);
+// Scratch the backward needs, in bytes: per-query-head partial dk and dv in
+// the compute type where heads are grouped (reduced over each group in a
+// fixed order), and, for a bias gradient of bias_elements in half or
+// bfloat16, its float sums (float and double sum in dbias itself):
+// O(B N S (D + Dv)) + the bias's size.
+int64_t CpuAttentionBackwardScratchBytes(Dtype dtype, const AttentionParams& p,
+                                         int64_t bias_elements = 0);
 
-// The whole backward: dq, dk, dv from dout and the forward's out and lse.
-// scratch holds CpuAttentionBackwardScratchBytes bytes, 64-byte aligned.
+// The whole backward: dq, dk, dv from dout and the forward's out and lse,
+// and, where dbias is not null, the bias's gradient (bias_elements of them,
+// the bias's shape; 0 for the scalar "none" bias): dS summed over the axes
+// the bias is broadcast along, each element by one thread in a fixed order.
+// Where the bias has enough batch and head indices of its own, its sums are
+// taken inside the backward's tiles (the split by the bias: a unit walks the
+// heads the bias is broadcast over); otherwise (one bias for most heads) in
+// a pass of their own after it, which recomputes P and dP. scratch holds
+// CpuAttentionBackwardScratchBytes bytes, 64-byte aligned.
 void CpuAttentionBackward(Dtype dtype, const AttentionParams& p, const void* q,
                           const void* k, const void* v, const void* out,
                           const void* dout, const void* lse, void* dq,
-                          void* dk, void* dv, void* scratch,
-                          const ParallelFor& parallel_for);
-
-// The gradient of the bias (bias_elements of them, the bias's shape), from
-// the same inputs as the backward: dS, the logits' gradient, summed over the
-// dims the bias is broadcast along, each element by one thread in a fixed
-// order. A pass of its own, taken only where the bias needs a gradient; it
-// recomputes P and dP tile by tile (two of the backward's five products).
-// scratch holds CpuAttentionBiasGradScratchBytes bytes, aligned to 8 bytes:
-// the float sums of half and bfloat16 (float and double sum in dbias itself,
-// and need none). A scalar "none" bias gives 0.
-int64_t CpuAttentionBiasGradScratchBytes(Dtype dtype, int64_t bias_elements);
-void CpuAttentionBiasGrad(Dtype dtype, const AttentionParams& p, const void* q,
-                          const void* k, const void* v, const void* out,
-                          const void* dout, const void* lse, void* dbias,
+                          void* dk, void* dv, void* dbias,
                           int64_t bias_elements, void* scratch,
                           const ParallelFor& parallel_for);
 

@@ -12,7 +12,7 @@
 //   backward:  (query, key, value, mask, bias, output, lse, doutput)
 //              -> (dquery, dkey, dvalue, scratch)
 //   bias grad: (query, key, value, mask, bias, output, lse, doutput)
-//              -> (dbias, scratch)
+//              -> (dquery, dkey, dvalue, dbias, scratch)
 // with the attributes scale, softcap (f32), causal (bool), window (i64).
 // scratch is a u8 result of the CPU engine's scratch bytes + 64 bytes on
 // the Host (XLA:CPU gives a custom call no allocator; as a result, XLA's
@@ -121,6 +121,9 @@ auto BackwardBinding() {
 
 auto BiasGradBinding() {
   return WithAttrs(GradInputs(ffi::Ffi::Bind())
+                       .Ret<ffi::AnyBuffer>()    // dquery
+                       .Ret<ffi::AnyBuffer>()    // dkey
+                       .Ret<ffi::AnyBuffer>()    // dvalue
                        .Ret<ffi::AnyBuffer>()    // dbias
                        .Ret<ffi::AnyBuffer>());  // scratch (Host), empty (CUDA)
 }
@@ -143,6 +146,39 @@ ffi::Error ForwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
       out->untyped_data(), lse->untyped_data(), stream));
 }
 
+// The backward on the CUDA engine, and the bias's gradient where dbias is
+// not null.
+ffi::Error RunBackwardCuda(const std::string& op, ffi::AnyBuffer q,
+                           ffi::AnyBuffer k, ffi::AnyBuffer v,
+                           ffi::AnyBuffer mask, ffi::AnyBuffer bias,
+                           ffi::AnyBuffer out, ffi::AnyBuffer lse,
+                           ffi::AnyBuffer dout, ffi::AnyBuffer* dq,
+                           ffi::AnyBuffer* dk, ffi::AnyBuffer* dv,
+                           ffi::AnyBuffer* dbias, float scale, float softcap,
+                           bool causal, int64_t window, void* stream,
+                           ffi::ScratchAllocator& allocator) {
+  AttentionParams p;
+  Dtype dtype;
+  ffi::Error error = MakeParams(op, q, k, v, mask, bias, scale, softcap,
+                                causal, window, &p, &dtype);
+  if (error.failure()) return error;
+  const int64_t bytes = AttentionGpuBackwardScratchBytes(dtype, p);
+  void* scratch = nullptr;
+  error = FfiAllocate(allocator, bytes, op, &scratch);
+  if (error.failure()) return error;
+  error = FfiLaunchError(LaunchAttentionBackward(
+      dtype, p, q.untyped_data(), k.untyped_data(), v.untyped_data(),
+      out.untyped_data(), dout.untyped_data(), lse.untyped_data(),
+      dq->untyped_data(), dk->untyped_data(), dv->untyped_data(), scratch,
+      stream));
+  if (error.failure() || dbias == nullptr) return error;
+  return FfiLaunchError(LaunchAttentionBiasGrad(
+      dtype, p, q.untyped_data(), k.untyped_data(), v.untyped_data(),
+      out.untyped_data(), dout.untyped_data(), lse.untyped_data(),
+      dbias->untyped_data(), static_cast<int64_t>(dbias->element_count()),
+      stream));
+}
+
 ffi::Error BackwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                         ffi::AnyBuffer mask, ffi::AnyBuffer bias,
                         ffi::AnyBuffer out, ffi::AnyBuffer lse,
@@ -152,39 +188,24 @@ ffi::Error BackwardCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                         ffi::Result<ffi::AnyBuffer> /*scratch*/, float scale,
                         float softcap, bool causal, int64_t window,
                         void* stream, ffi::ScratchAllocator allocator) {
-  AttentionParams p;
-  Dtype dtype;
-  ffi::Error error = MakeParams("TfOps>AttentionGrad", q, k, v, mask, bias,
-                                scale, softcap, causal, window, &p, &dtype);
-  if (error.failure()) return error;
-  const int64_t bytes = AttentionGpuBackwardScratchBytes(dtype, p);
-  void* scratch = nullptr;
-  error = FfiAllocate(allocator, bytes, "TfOps>AttentionGrad", &scratch);
-  if (error.failure()) return error;
-  return FfiLaunchError(LaunchAttentionBackward(
-      dtype, p, q.untyped_data(), k.untyped_data(), v.untyped_data(),
-      out.untyped_data(), dout.untyped_data(), lse.untyped_data(),
-      dq->untyped_data(), dk->untyped_data(), dv->untyped_data(), scratch,
-      stream));
+  return RunBackwardCuda("TfOps>AttentionGrad", q, k, v, mask, bias, out, lse,
+                         dout, &*dq, &*dk, &*dv, nullptr, scale,
+                         softcap, causal, window, stream, allocator);
 }
 
 ffi::Error BiasGradCuda(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                         ffi::AnyBuffer mask, ffi::AnyBuffer bias,
                         ffi::AnyBuffer out, ffi::AnyBuffer lse,
-                        ffi::AnyBuffer dout, ffi::Result<ffi::AnyBuffer> dbias,
+                        ffi::AnyBuffer dout, ffi::Result<ffi::AnyBuffer> dq,
+                        ffi::Result<ffi::AnyBuffer> dk,
+                        ffi::Result<ffi::AnyBuffer> dv,
+                        ffi::Result<ffi::AnyBuffer> dbias,
                         ffi::Result<ffi::AnyBuffer> /*scratch*/, float scale,
                         float softcap, bool causal, int64_t window,
-                        void* stream) {
-  AttentionParams p;
-  Dtype dtype;
-  ffi::Error error = MakeParams("TfOps>AttentionBiasGrad", q, k, v, mask, bias,
-                                scale, softcap, causal, window, &p, &dtype);
-  if (error.failure()) return error;
-  return FfiLaunchError(LaunchAttentionBiasGrad(
-      dtype, p, q.untyped_data(), k.untyped_data(), v.untyped_data(),
-      out.untyped_data(), dout.untyped_data(), lse.untyped_data(),
-      dbias->untyped_data(), static_cast<int64_t>(dbias->element_count()),
-      stream));
+                        void* stream, ffi::ScratchAllocator allocator) {
+  return RunBackwardCuda("TfOps>AttentionBiasGrad", q, k, v, mask, bias, out,
+                         lse, dout, &*dq, &*dk, &*dv, &*dbias,
+                         scale, softcap, causal, window, stream, allocator);
 }
 
 XLA_FFI_DEFINE_HANDLER(kForward, ForwardCuda,
@@ -194,7 +215,9 @@ XLA_FFI_DEFINE_HANDLER(kBackward, BackwardCuda,
                            .Ctx<ffi::PlatformStream<void*>>()
                            .Ctx<ffi::ScratchAllocator>());
 XLA_FFI_DEFINE_HANDLER(kBiasGrad, BiasGradCuda,
-                       BiasGradBinding().Ctx<ffi::PlatformStream<void*>>());
+                       BiasGradBinding()
+                           .Ctx<ffi::PlatformStream<void*>>()
+                           .Ctx<ffi::ScratchAllocator>());
 constexpr char kPlatform[] = "CUDA";
 
 #else  // !TF_OPS_WITH_CUDA
@@ -216,6 +239,40 @@ ffi::Error ForwardHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
   return ffi::Error::Success();
 }
 
+// The backward on the CPU engine, with the bias's gradient where dbias is
+// not null.
+ffi::Error RunBackwardHost(const std::string& op, ffi::AnyBuffer q,
+                           ffi::AnyBuffer k, ffi::AnyBuffer v,
+                           ffi::AnyBuffer mask, ffi::AnyBuffer bias,
+                           ffi::AnyBuffer out, ffi::AnyBuffer lse,
+                           ffi::AnyBuffer dout, ffi::AnyBuffer* dq,
+                           ffi::AnyBuffer* dk, ffi::AnyBuffer* dv,
+                           ffi::AnyBuffer* dbias,
+                           ffi::Result<ffi::AnyBuffer>& scratch, float scale,
+                           float softcap, bool causal, int64_t window,
+                           ffi::ThreadPool& pool) {
+  AttentionParams p;
+  Dtype dtype;
+  ffi::Error error = MakeParams(op, q, k, v, mask, bias, scale, softcap,
+                                causal, window, &p, &dtype);
+  if (error.failure()) return error;
+  const int64_t elements =
+      dbias == nullptr ? 0 : static_cast<int64_t>(dbias->element_count());
+  const int64_t bytes = CpuAttentionBackwardScratchBytes(dtype, p, elements);
+  void* aligned = FfiAlignedScratch(scratch, bytes, kScratchAlign);
+  if (aligned == nullptr) {
+    return ffi::Error::InvalidArgument(op + ": the scratch result is too small");
+  }
+  CpuAttentionBackward(dtype, p, q.untyped_data(), k.untyped_data(),
+                       v.untyped_data(), out.untyped_data(),
+                       dout.untyped_data(), lse.untyped_data(),
+                       dq->untyped_data(), dk->untyped_data(),
+                       dv->untyped_data(),
+                       elements > 0 ? dbias->untyped_data() : nullptr,
+                       elements, aligned, XlaFfiParallelForOf(pool));
+  return ffi::Error::Success();
+}
+
 ffi::Error BackwardHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                         ffi::AnyBuffer mask, ffi::AnyBuffer bias,
                         ffi::AnyBuffer out, ffi::AnyBuffer lse,
@@ -225,50 +282,24 @@ ffi::Error BackwardHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                         ffi::Result<ffi::AnyBuffer> scratch, float scale,
                         float softcap, bool causal, int64_t window,
                         ffi::ThreadPool pool) {
-  AttentionParams p;
-  Dtype dtype;
-  ffi::Error error = MakeParams("TfOps>AttentionGrad", q, k, v, mask, bias,
-                                scale, softcap, causal, window, &p, &dtype);
-  if (error.failure()) return error;
-  const int64_t bytes = CpuAttentionBackwardScratchBytes(dtype, p);
-  void* aligned = FfiAlignedScratch(scratch, bytes, kScratchAlign);
-  if (aligned == nullptr) {
-    return ffi::Error::InvalidArgument(
-        "TfOps>AttentionGrad: the scratch result is too small");
-  }
-  CpuAttentionBackward(dtype, p, q.untyped_data(), k.untyped_data(),
-                       v.untyped_data(), out.untyped_data(),
-                       dout.untyped_data(), lse.untyped_data(),
-                       dq->untyped_data(), dk->untyped_data(),
-                       dv->untyped_data(), aligned, XlaFfiParallelForOf(pool));
-  return ffi::Error::Success();
+  return RunBackwardHost("TfOps>AttentionGrad", q, k, v, mask, bias, out, lse,
+                         dout, &*dq, &*dk, &*dv, nullptr, scratch,
+                         scale, softcap, causal, window, pool);
 }
 
 ffi::Error BiasGradHost(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                         ffi::AnyBuffer mask, ffi::AnyBuffer bias,
                         ffi::AnyBuffer out, ffi::AnyBuffer lse,
-                        ffi::AnyBuffer dout, ffi::Result<ffi::AnyBuffer> dbias,
+                        ffi::AnyBuffer dout, ffi::Result<ffi::AnyBuffer> dq,
+                        ffi::Result<ffi::AnyBuffer> dk,
+                        ffi::Result<ffi::AnyBuffer> dv,
+                        ffi::Result<ffi::AnyBuffer> dbias,
                         ffi::Result<ffi::AnyBuffer> scratch, float scale,
                         float softcap, bool causal, int64_t window,
                         ffi::ThreadPool pool) {
-  AttentionParams p;
-  Dtype dtype;
-  ffi::Error error = MakeParams("TfOps>AttentionBiasGrad", q, k, v, mask, bias,
-                                scale, softcap, causal, window, &p, &dtype);
-  if (error.failure()) return error;
-  const int64_t elements = static_cast<int64_t>(dbias->element_count());
-  const int64_t bytes = CpuAttentionBiasGradScratchBytes(dtype, elements);
-  void* aligned = FfiAlignedScratch(scratch, bytes, kScratchAlign);
-  if (aligned == nullptr) {
-    return ffi::Error::InvalidArgument(
-        "TfOps>AttentionBiasGrad: the scratch result is too small");
-  }
-  CpuAttentionBiasGrad(dtype, p, q.untyped_data(), k.untyped_data(),
-                       v.untyped_data(), out.untyped_data(),
-                       dout.untyped_data(), lse.untyped_data(),
-                       dbias->untyped_data(), elements, aligned,
-                       XlaFfiParallelForOf(pool));
-  return ffi::Error::Success();
+  return RunBackwardHost("TfOps>AttentionBiasGrad", q, k, v, mask, bias, out,
+                         lse, dout, &*dq, &*dk, &*dv, &*dbias,
+                         scratch, scale, softcap, causal, window, pool);
 }
 
 XLA_FFI_DEFINE_HANDLER(kForward, ForwardHost,

@@ -105,26 +105,21 @@ struct Executor<GpuDevice> {
     return LaunchStatus(op, LaunchAttentionForward(dtype, p, q, k, v, out, lse,
                                                    GpuStream(ctx)));
   }
+  // dbias: where not null, the bias's gradient too (bias_elements of it).
   static absl::Status Backward(OpKernelContext* ctx, const std::string& op,
                                Dtype dtype, const AttentionParams& p,
                                const void* q, const void* k, const void* v,
                                const void* out, const void* dout,
-                               const void* lse, void* dq, void* dk,
-                               void* dv) {
+                               const void* lse, void* dq, void* dk, void* dv,
+                               void* dbias, int64_t bias_elements) {
     Tensor holder;
     const absl::StatusOr<void*> scratch = AllocateScratch(
         ctx, AttentionGpuBackwardScratchBytes(dtype, p), &holder);
     if (!scratch.ok()) return scratch.status();
-    return LaunchStatus(
+    TF_RETURN_IF_ERROR(LaunchStatus(
         op, LaunchAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk,
-                                    dv, *scratch, GpuStream(ctx)));
-  }
-  static absl::Status BiasGrad(OpKernelContext* ctx, const std::string& op,
-                               Dtype dtype, const AttentionParams& p,
-                               const void* q, const void* k, const void* v,
-                               const void* out, const void* dout,
-                               const void* lse, void* dbias,
-                               int64_t bias_elements) {
+                                    dv, *scratch, GpuStream(ctx))));
+    if (dbias == nullptr) return absl::OkStatus();
     return LaunchStatus(
         op, LaunchAttentionBiasGrad(dtype, p, q, k, v, out, dout, lse, dbias,
                                     bias_elements, GpuStream(ctx)));
@@ -144,27 +139,14 @@ struct Executor<CpuDevice> {
                                Dtype dtype, const AttentionParams& p,
                                const void* q, const void* k, const void* v,
                                const void* out, const void* dout,
-                               const void* lse, void* dq, void* dk,
-                               void* dv) {
+                               const void* lse, void* dq, void* dk, void* dv,
+                               void* dbias, int64_t bias_elements) {
     Tensor holder;
     const absl::StatusOr<void*> scratch = AllocateScratch(
-        ctx, CpuAttentionBackwardScratchBytes(dtype, p), &holder);
+        ctx, CpuAttentionBackwardScratchBytes(dtype, p, bias_elements),
+        &holder);
     if (!scratch.ok()) return scratch.status();
-    CpuAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk, dv,
-                         *scratch, CpuParallelForOf(ctx));
-    return absl::OkStatus();
-  }
-  static absl::Status BiasGrad(OpKernelContext* ctx, const std::string&,
-                               Dtype dtype, const AttentionParams& p,
-                               const void* q, const void* k, const void* v,
-                               const void* out, const void* dout,
-                               const void* lse, void* dbias,
-                               int64_t bias_elements) {
-    Tensor holder;
-    const absl::StatusOr<void*> scratch = AllocateScratch(
-        ctx, CpuAttentionBiasGradScratchBytes(dtype, bias_elements), &holder);
-    if (!scratch.ok()) return scratch.status();
-    CpuAttentionBiasGrad(dtype, p, q, k, v, out, dout, lse, dbias,
+    CpuAttentionBackward(dtype, p, q, k, v, out, dout, lse, dq, dk, dv, dbias,
                          bias_elements, *scratch, CpuParallelForOf(ctx));
     return absl::OkStatus();
   }
@@ -228,7 +210,7 @@ class AttentionGradOp : public OpKernel {
     OP_REQUIRES_OK(ctx, Executor<Device>::Backward(
                             ctx, kOp, DtypeOf<T>(), p, data(0), data(1),
                             data(2), data(5), data(7), data(6), out(0), out(1),
-                            out(2)));
+                            out(2), nullptr, 0));
   }
 
  private:
@@ -246,15 +228,22 @@ class AttentionBiasGradOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     AttentionParams p;
     OP_REQUIRES_OK(ctx, GradParamsOf(ctx, kOp, attrs_, &p));
-    Tensor* dbias = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ctx->input(4).shape(), &dbias));
-    if (dbias->NumElements() == 0) return;
+    Tensor* grads[4];
+    for (int i = 0; i < 4; ++i) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i < 3 ? i : 4)
+                                                      .shape(),
+                                               &grads[i]));
+    }
+    const int64_t bias_elements = grads[3]->NumElements();
     auto data = [&](int i) { return ctx->input(i).tensor_data().data(); };
-    OP_REQUIRES_OK(ctx, Executor<Device>::BiasGrad(
+    auto out = [&](int i) {
+      return const_cast<char*>(grads[i]->tensor_data().data());
+    };
+    OP_REQUIRES_OK(ctx, Executor<Device>::Backward(
                             ctx, kOp, DtypeOf<T>(), p, data(0), data(1),
-                            data(2), data(5), data(7), data(6),
-                            const_cast<char*>(dbias->tensor_data().data()),
-                            dbias->NumElements()));
+                            data(2), data(5), data(7), data(6), out(0), out(1),
+                            out(2), bias_elements > 0 ? out(3) : nullptr,
+                            bias_elements));
   }
 
  private:

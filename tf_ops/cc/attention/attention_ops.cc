@@ -68,10 +68,12 @@ absl::Status GradShape(InferenceContext* c) {
   return absl::OkStatus();
 }
 
-// dbias: the bias's shape (a scalar for the scalar "none" bias).
+// dq, dk, dv and dbias: the shapes of query, key, value and bias (a scalar
+// for the scalar "none" bias).
 absl::Status BiasGradShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(CheckInputs(c, "TfOps>AttentionBiasGrad"));
-  c->set_output(0, c->input(4));
+  for (int i = 0; i < 3; ++i) c->set_output(i, c->input(i));
+  c->set_output(3, c->input(4));
   return absl::OkStatus();
 }
 
@@ -126,13 +128,17 @@ REGISTER_OP("TfOps>AttentionBiasGrad")
     .Input("output: T")
     .Input("lse: L")
     .Input("doutput: T")
+    .Output("dquery: T")
+    .Output("dkey: T")
+    .Output("dvalue: T")
     .Output("dbias: T")
     .TF_OPS_ATTENTION_ATTRS
     .SetShapeFn(BiasGradShape)
-    .Doc("The gradient of Attention with respect to its bias: the logits' "
-         "gradient summed over the dims the bias is broadcast along, in a "
-         "fixed order (the weights recomputed tile by tile from lse, nothing "
-         "of size [batch, heads, T, S] beyond the bias's own shape).");
+    .Doc("AttentionGrad and the gradient with respect to the bias: the "
+         "logits' gradient summed over the axes the bias is broadcast along, "
+         "in a fixed order, in the same pass over the tiles where the bias "
+         "has batch and head indices enough of its own (nothing of size "
+         "[batch, heads, T, S] beyond the bias's own shape).");
 
 #undef TF_OPS_ATTENTION_ATTRS
 

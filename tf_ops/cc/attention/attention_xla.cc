@@ -289,10 +289,25 @@ LogitGrads ComputeLogitGrads(tensorflow::XlaOpKernelContext* ctx,
   return r;
 }
 
-// dquery, dkey, dvalue.
+// dbias: dS summed over the axes the bias is broadcast along, in the bias's
+// shape (0 for the scalar "none" bias).
+XlaOp BiasGradOf(tensorflow::XlaOpKernelContext* ctx, const XlaOp& ds,
+                 xla::PrimitiveType type) {
+  const Dims bias = *InputDims(ctx, 4);
+  if (bias.empty()) return xla::Zero(ctx->builder(), XlaComputeType(type));
+  const int rank = static_cast<int>(bias.size());
+  std::vector<int64_t> axes;
+  for (int j = 0; j < 4; ++j) {
+    if (j < 4 - rank || bias[j - (4 - rank)] == 1) axes.push_back(j);
+  }
+  return xla::Reshape(SumOver(ds, axes), bias);
+}
+
+// dquery, dkey, dvalue, and dbias where asked (not null).
 void BackwardComposite(tensorflow::XlaOpKernelContext* ctx,
                        const AttentionParams& p, xla::PrimitiveType type,
-                       XlaOp* dq, XlaOp* dk, XlaOp* dv) {
+                       XlaOp* dq, XlaOp* dk, XlaOp* dv,
+                       XlaOp* dbias = nullptr) {
   const int64_t B = p.batch, T = p.q_len, S = p.kv_len, N = p.heads;
   const int64_t K = p.kv_heads, G = p.group(), D = p.head_dim;
   const int64_t Dv = p.value_dim;
@@ -303,6 +318,7 @@ void BackwardComposite(tensorflow::XlaOpKernelContext* ctx,
   const XlaOp dv4 = xla::DotGeneral(xla::Reshape(r.probs_v, {B, K, G, T, S}),
                                     dout5, Dot({0, 1}, {0, 2}, {2, 3}, {3, 1}));
   *dv = xla::Transpose(dv4, {0, 2, 1, 3});
+  if (dbias != nullptr) *dbias = BiasGradOf(ctx, r.ds, type);
   const XlaOp ds = r.ds * xla::ScalarLike(r.ds, p.scale);
   const XlaOp ds5 = xla::Reshape(ds, {B, K, G, T, S});
   // dq: [B, K, G, T, S] . [B, S, K, D] -> [B, K, G, T, D] -> [B, T, N, D].
@@ -313,23 +329,6 @@ void BackwardComposite(tensorflow::XlaOpKernelContext* ctx,
   const XlaOp dk4 =
       xla::DotGeneral(ds5, q5, Dot({0, 1}, {0, 2}, {2, 3}, {3, 1}));
   *dk = xla::Transpose(dk4, {0, 2, 1, 3});
-}
-
-// dbias: dS summed over the axes the bias is broadcast along, in the bias's
-// shape (0 for the scalar "none" bias).
-XlaOp BiasGradComposite(tensorflow::XlaOpKernelContext* ctx,
-                        const AttentionParams& p, xla::PrimitiveType type) {
-  const Dims bias = *InputDims(ctx, 4);
-  if (bias.empty()) {
-    return xla::Zero(ctx->builder(), XlaComputeType(type));
-  }
-  const XlaOp ds = ComputeLogitGrads(ctx, p, type).ds;
-  const int rank = static_cast<int>(bias.size());
-  std::vector<int64_t> axes;
-  for (int j = 0; j < 4; ++j) {
-    if (j < 4 - rank || bias[j - (4 - rank)] == 1) axes.push_back(j);
-  }
-  return xla::Reshape(SumOver(ds, axes), bias);
 }
 
 XlaOp Narrowed(XlaOp x, xla::PrimitiveType type) {
@@ -433,15 +432,24 @@ class AttentionBiasGradXlaOp : public tensorflow::XlaOpKernel {
     const Dims bias = *InputDims(ctx, 4);
     int64_t elements = 1;
     for (int64_t d : bias) elements *= d;
-    if (elements > 0 &&
-        XlaFfiHandlerRegistered(ctx, kAttentionBiasGradTarget)) {
-      XlaFfiCallOp(ctx, kAttentionBiasGradTarget, {ShapeOf(type, bias)},
-                   CpuAttentionBiasGradScratchBytes(DtypeOf(type), elements) +
-                       kScratchAlign,
-                   attrs_.Ffi());
+    if (XlaFfiHandlerRegistered(ctx, kAttentionBiasGradTarget)) {
+      XlaFfiCallOp(
+          ctx, kAttentionBiasGradTarget,
+          {ShapeOf(type, {p.batch, p.q_len, p.heads, p.head_dim}),
+           ShapeOf(type, {p.batch, p.kv_len, p.kv_heads, p.head_dim}),
+           ShapeOf(type, {p.batch, p.kv_len, p.kv_heads, p.value_dim}),
+           ShapeOf(type, bias)},
+          CpuAttentionBackwardScratchBytes(DtypeOf(type), p, elements) +
+              kScratchAlign,
+          attrs_.Ffi());
       return;
     }
-    ctx->SetOutput(0, Narrowed(BiasGradComposite(ctx, p, type), type));
+    XlaOp dq, dk, dv, dbias;
+    BackwardComposite(ctx, p, type, &dq, &dk, &dv, &dbias);
+    ctx->SetOutput(0, Narrowed(dq, type));
+    ctx->SetOutput(1, Narrowed(dk, type));
+    ctx->SetOutput(2, Narrowed(dv, type));
+    ctx->SetOutput(3, Narrowed(dbias, type));
   }
 
  private:

@@ -2,9 +2,9 @@
 
 First order is fused: ``TfOps>Attention``'s gradient is one ``TfOps>AttentionGrad``
 (dq, dk, dv from the output, the log-sum-exp and the upstream, the weights recomputed
-tile by tile) and, where a bias is given and its gradient asked for, one
-``TfOps>AttentionBiasGrad`` (the same inputs; memory the bias's own size). The mask
-gets none.
+tile by tile) or, where a bias is given and its gradient asked for, one
+``TfOps>AttentionBiasGrad`` (the same, and the bias's gradient; memory the bias's own
+size). The mask gets none.
 
 Second order is composed: the gradient ops' gradients differentiate the composite's
 gradient (tape inside tape), so they hold the T x S weights; they return the total
@@ -40,22 +40,17 @@ def _mask_and_bias(op) -> tuple:
             None if bias.shape.rank == 0 else bias)
 
 
-def _bias_gradient(op, attrs: dict, upstream: tf.Tensor) -> tf.Tensor | None:
-    inputs = op_inputs(op)
-    _, bias = _mask_and_bias(op)
-    if bias is None or _BIAS in _skipped(op):
-        return None if bias is not None else tf.zeros_like(inputs.bias)
-    return op_fn("AttentionBiasGrad")(inputs.query, inputs.key, inputs.value, inputs.mask,
-                                      inputs.bias, op.outputs[0], op.outputs[1], upstream,
-                                      **attrs)
-
-
 def _attention_grad(op, upstream, _lse_upstream):
     attrs = op_attrs(op)
     i = op_inputs(op)
-    dq, dk, dv = op_fn("AttentionGrad")(i.query, i.key, i.value, i.mask, i.bias,
-                                        op.outputs[0], op.outputs[1], upstream, **attrs)
-    return [dq, dk, dv, None, _bias_gradient(op, attrs, upstream)]
+    _, bias = _mask_and_bias(op)
+    args = (i.query, i.key, i.value, i.mask, i.bias, op.outputs[0], op.outputs[1], upstream)
+    if bias is not None and _BIAS not in _skipped(op):
+        dq, dk, dv, d_bias = op_fn("AttentionBiasGrad")(*args, **attrs)
+        return [dq, dk, dv, None, d_bias]
+    dq, dk, dv = op_fn("AttentionGrad")(*args, **attrs)
+    # A bias asked for but not given (the scalar "none") has gradient 0.
+    return [dq, dk, dv, None, tf.zeros_like(i.bias) if bias is None else None]
 
 
 def _second_order(op, upstreams: list, with_bias: bool) -> list:
@@ -88,12 +83,9 @@ def _attention_grad_grad(op, ddq, ddk, ddv):
     return _second_order(op, [ddq, ddk, ddv], with_bias=False)
 
 
-def _attention_bias_grad_grad(op, ddbias):
-    if _mask_and_bias(op)[1] is None:  # the scalar "none" bias: its gradient is 0
-        inputs = op_inputs(op)
-        return [tf.zeros_like(t) for t in (inputs.query, inputs.key, inputs.value)] + [
-            None, tf.zeros_like(inputs.bias), None, None, tf.zeros_like(inputs.doutput)]
-    return _second_order(op, [None, None, None, ddbias], with_bias=True)
+def _attention_bias_grad_grad(op, ddq, ddk, ddv, ddbias):
+    with_bias = _mask_and_bias(op)[1] is not None  # the scalar "none": dbias is 0
+    return _second_order(op, [ddq, ddk, ddv, ddbias if with_bias else None], with_bias)
 
 
 register_gradient(op_info.NAMESPACE + "Attention", _attention_grad)
