@@ -2,7 +2,7 @@
 
 One op forward (``TfOps>Attention``: the output and each row's log-sum-exp) and one
 backward (``TfOps>AttentionGrad``: dq, dk and dv in one pass, the weights recomputed
-from the log-sum-exp), so no ``[batch, heads, T, S]`` tensor is ever stored: memory
+from the log-sum-exp; ``TfOps>AttentionBiasGrad`` with a trainable bias), so no ``[batch, heads, T, S]`` tensor is ever stored: memory
 beyond the inputs and outputs is O(batch * heads * T). Keras's layout and semantics
 (``keras.ops.dot_product_attention`` on TensorFlow: its causal alignment, its masked
 rows) with what keras-hub's models add (grouped key/value heads, a sliding window, a
@@ -15,9 +15,9 @@ Choices:
 - A row whose mask keeps no key gets Keras's answer: uniform weights over all S keys,
   so the mean of the values (Keras fills such a row's logits with one large negative
   number); its gradient reaches the values only.
-- `bias` gets a gradient where one is asked for: ``TfOps>AttentionBiasGrad``, a pass
-  of its own over the tiles (the weights recomputed again, memory the bias's own
-  size), summed over the axes the bias broadcasts along in a fixed order; mask,
+- `bias` gets a gradient where one is asked for: the backward is then
+  ``TfOps>AttentionBiasGrad``, which also sums the logits' gradient over the axes the
+  bias broadcasts along, in a fixed order (memory: the bias's own size); mask,
   causal, window and softcap get none.
 - Second-order gradients are composed from the composite (`gradients.py`).
 - Under `tf_ops.portable()` (and inside XLA where the library has no lowering) the
