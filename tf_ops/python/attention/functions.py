@@ -2,8 +2,9 @@
 
 One op forward (``TfOps>Attention``: the output and each row's log-sum-exp) and one
 backward (``TfOps>AttentionGrad``: dq, dk and dv in one pass, the weights recomputed
-from the log-sum-exp; ``TfOps>AttentionBiasGrad`` with a trainable bias), so no ``[batch, heads, T, S]`` tensor is ever stored: memory
-beyond the inputs and outputs is O(batch * heads * T). Keras's layout and semantics
+from the log-sum-exp; ``TfOps>AttentionBiasGrad`` with a trainable bias), so no
+``[batch, heads, T, S]`` tensor is ever stored: memory beyond the inputs and outputs
+is O(batch * heads * T). Keras's layout and semantics
 (``keras.ops.dot_product_attention`` on TensorFlow: its causal alignment, its masked
 rows) with what keras-hub's models add (grouped key/value heads, a sliding window, a
 logit soft cap).
