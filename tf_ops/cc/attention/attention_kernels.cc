@@ -187,7 +187,9 @@ class AttentionOp : public OpKernel {
   Attrs attrs_;
 };
 
-template <typename Device, typename T>
+// TfOps>AttentionGrad (dq, dk, dv) and, kWithBias, TfOps>AttentionBiasGrad
+// (the same and dbias, in the bias's shape).
+template <typename Device, typename T, bool kWithBias>
 class AttentionGradOp : public OpKernel {
  public:
   explicit AttentionGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -197,44 +199,14 @@ class AttentionGradOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     AttentionParams p;
     OP_REQUIRES_OK(ctx, GradParamsOf(ctx, kOp, attrs_, &p));
-    Tensor* grads[3];
-    for (int i = 0; i < 3; ++i) {
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i).shape(),
+    Tensor* grads[4] = {};
+    for (int i = 0; i < (kWithBias ? 4 : 3); ++i) {
+      const int like = i < 3 ? i : 4;  // query, key, value; bias
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(like).shape(),
                                                &grads[i]));
     }
-    if (p.batch == 0) return;  // every gradient is empty
-    auto data = [&](int i) { return ctx->input(i).tensor_data().data(); };
-    auto out = [&](int i) {
-      return const_cast<char*>(grads[i]->tensor_data().data());
-    };
-    OP_REQUIRES_OK(ctx, Executor<Device>::Backward(
-                            ctx, kOp, DtypeOf<T>(), p, data(0), data(1),
-                            data(2), data(5), data(7), data(6), out(0), out(1),
-                            out(2), nullptr, 0));
-  }
-
- private:
-  static constexpr const char* kOp = "TfOps>AttentionGrad";
-  Attrs attrs_;
-};
-
-template <typename Device, typename T>
-class AttentionBiasGradOp : public OpKernel {
- public:
-  explicit AttentionBiasGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadAttrs(ctx, kOp, &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    AttentionParams p;
-    OP_REQUIRES_OK(ctx, GradParamsOf(ctx, kOp, attrs_, &p));
-    Tensor* grads[4];
-    for (int i = 0; i < 4; ++i) {
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i < 3 ? i : 4)
-                                                      .shape(),
-                                               &grads[i]));
-    }
-    const int64_t bias_elements = grads[3]->NumElements();
+    const int64_t bias_elements = kWithBias ? grads[3]->NumElements() : 0;
+    if (p.batch == 0 && bias_elements == 0) return;  // every gradient empty
     auto data = [&](int i) { return ctx->input(i).tensor_data().data(); };
     auto out = [&](int i) {
       return const_cast<char*>(grads[i]->tensor_data().data());
@@ -247,7 +219,8 @@ class AttentionBiasGradOp : public OpKernel {
   }
 
  private:
-  static constexpr const char* kOp = "TfOps>AttentionBiasGrad";
+  static constexpr const char* kOp =
+      kWithBias ? "TfOps>AttentionBiasGrad" : "TfOps>AttentionGrad";
   Attrs attrs_;
 };
 
@@ -264,12 +237,12 @@ class AttentionBiasGradOp : public OpKernel {
                               .Device(DEV)                          \
                               .TypeConstraint<T>("T")               \
                               .TypeConstraint<ComputeType<T>>("L"), \
-                          AttentionGradOp<TAG, T>);                 \
+                          AttentionGradOp<TAG, T, false>);          \
   REGISTER_KERNEL_BUILDER(Name("TfOps>AttentionBiasGrad")           \
                               .Device(DEV)                          \
                               .TypeConstraint<T>("T")               \
                               .TypeConstraint<ComputeType<T>>("L"), \
-                          AttentionBiasGradOp<TAG, T>);
+                          AttentionGradOp<TAG, T, true>);
 
 using tensorflow::register_kernel::Name;
 TF_OPS_REGISTER_KERNELS(TF_OPS_REGISTER_ATTENTION)

@@ -77,6 +77,17 @@ absl::Status BiasGradShape(InferenceContext* c) {
   return absl::OkStatus();
 }
 
+// The gradient ops' inputs: the forward's, its outputs and the upstream.
+#define TF_OPS_ATTENTION_GRAD_INPUTS \
+  Input("query: T")                  \
+      .Input("key: T")               \
+      .Input("value: T")             \
+      .Input("mask: bool")           \
+      .Input("bias: T")              \
+      .Input("output: T")            \
+      .Input("lse: L")               \
+      .Input("doutput: T")
+
 #define TF_OPS_ATTENTION_ATTRS                               \
   Attr("T: {half, bfloat16, float, double}")                 \
       .Attr("L: {float, double} = DT_FLOAT")                 \
@@ -103,14 +114,7 @@ REGISTER_OP("TfOps>Attention")
          "row that keeps no key). L is float, or double for double.");
 
 REGISTER_OP("TfOps>AttentionGrad")
-    .Input("query: T")
-    .Input("key: T")
-    .Input("value: T")
-    .Input("mask: bool")
-    .Input("bias: T")
-    .Input("output: T")
-    .Input("lse: L")
-    .Input("doutput: T")
+    .TF_OPS_ATTENTION_GRAD_INPUTS
     .Output("dquery: T")
     .Output("dkey: T")
     .Output("dvalue: T")
@@ -120,14 +124,7 @@ REGISTER_OP("TfOps>AttentionGrad")
          "in one pass over the tiles (the weights recomputed from lse).");
 
 REGISTER_OP("TfOps>AttentionBiasGrad")
-    .Input("query: T")
-    .Input("key: T")
-    .Input("value: T")
-    .Input("mask: bool")
-    .Input("bias: T")
-    .Input("output: T")
-    .Input("lse: L")
-    .Input("doutput: T")
+    .TF_OPS_ATTENTION_GRAD_INPUTS
     .Output("dquery: T")
     .Output("dkey: T")
     .Output("dvalue: T")
@@ -141,6 +138,7 @@ REGISTER_OP("TfOps>AttentionBiasGrad")
          "[batch, heads, T, S] beyond the bias's own shape).");
 
 #undef TF_OPS_ATTENTION_ATTRS
+#undef TF_OPS_ATTENTION_GRAD_INPUTS
 
 }  // namespace
 }  // namespace attention
