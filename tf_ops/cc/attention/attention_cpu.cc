@@ -809,6 +809,38 @@ struct Engine {
     }
   }
 
+  // A tile's final logits (rows kKeyBlock apart) made P = exp(logit - lse);
+  // a dead row's weights reach only dv (the backward's dead_sum), so they are
+  // 0 here.
+  void ToProbabilities(C* s, const C* lse, int64_t b, int64_t n, int64_t t0,
+                       int64_t rows, int64_t cols) const {
+    for (int64_t r = 0; r < rows; ++r) {
+      const C lr = lse[p.LseOffset(b, n, t0 + r)];
+      C* row = s + r * kKeyBlock;
+      if (lr == NegInf<C>()) {
+        for (int64_t c = 0; c < cols; ++c) row[c] = 0;
+      } else {
+        for (int64_t c = 0; c < cols; ++c) row[c] = ExpC(row[c] - lr);
+      }
+    }
+  }
+
+  // P made dS = P (dP - delta), the gradient of the logits before the scale
+  // (times the soft cap's derivative g, where there is a cap: then every
+  // tile is finished, so g holds it); delta holds the tile's rows.
+  void ToLogitGrads(C* s, const C* dp, const C* g, const C* delta,
+                    int64_t rows, int64_t cols) const {
+    for (int64_t r = 0; r < rows; ++r) {
+      C* row = s + r * kKeyBlock;
+      const C* dprow = dp + r * kKeyBlock;
+      for (int64_t c = 0; c < cols; ++c) row[c] *= dprow[c] - delta[r];
+      if (p.softcap > 0) {
+        const C* grow = g + r * kKeyBlock;
+        for (int64_t c = 0; c < cols; ++c) row[c] *= grow[c];
+      }
+    }
+  }
+
   // Backward of units [begin, end) of `split`. dk_part and dv_part: every
   // query head's [S, D] and [S, Dv] float rows, where heads are grouped.
   // bias_sums: where not null, dS summed into the bias's gradient.
@@ -880,35 +912,14 @@ struct Engine {
           if (w.finish) {
             Finish(w, s.get(), g.get(), b, n, t0, rows, s0, cols, kept_any);
           }
-          // P = exp(logit - lse); a dead row's weights reach only dv
-          // (dead_sum), so they are 0 here.
-          for (int64_t r = 0; r < rows; ++r) {
-            const C lr = lse[p.LseOffset(b, n, t0 + r)];
-            C* row = s.get() + r * kKeyBlock;
-            if (lr == NegInf<C>()) {
-              for (int64_t c = 0; c < cols; ++c) row[c] = 0;
-            } else {
-              for (int64_t c = 0; c < cols; ++c) row[c] = ExpC(row[c] - lr);
-            }
-          }
+          ToProbabilities(s.get(), lse, b, n, t0, rows, cols);
           // dV += P^T dO (P^T read in place)
           gemm(cols, Dv, rows, s.get(), 1, kKeyBlock, dos.get() + t0 * Dv, Dv,
                  dvb.get(), Dv, true);
-          // dP = dO V^T; dS = P (dP - delta) (times the cap's derivative)
+          // dP = dO V^T
           gemm(rows, cols, Dv, dos.get() + t0 * Dv, Dv, 1, vt + s0,
                  panels.ld, dp.get(), kKeyBlock, false);
-          for (int64_t r = 0; r < rows; ++r) {
-            C* row = s.get() + r * kKeyBlock;
-            const C* dprow = dp.get() + r * kKeyBlock;
-            const C dl = delta[t0 + r];
-            for (int64_t c = 0; c < cols; ++c) {
-              row[c] = row[c] * (dprow[c] - dl);
-            }
-            if (p.softcap > 0) {  // then every tile is finished
-              const C* grow = g.get() + r * kKeyBlock;
-              for (int64_t c = 0; c < cols; ++c) row[c] *= grow[c];
-            }
-          }
+          ToLogitGrads(s.get(), dp.get(), g.get(), delta.get() + t0, rows, cols);
           if (bias_sums != nullptr) {
             AddBiasGrad(p, s.get(), b, n, t0, rows, s0, cols, bias_sums);
           }
@@ -989,7 +1000,6 @@ struct Engine {
     auto g = Buffer<C>(kQueryBlock * kKeyBlock);
     auto dp = Buffer<C>(kQueryBlock * kKeyBlock);
     bool kept_any[kQueryBlock] = {};
-    const int64_t* st = p.bias.strides;
     for (int64_t u = begin; u < end; ++u) {
       for (int64_t i = 0; i < split.inner; ++i) {
         int64_t b, n;
@@ -1018,22 +1028,12 @@ struct Engine {
             if (w.finish) {
               Finish(w, s.get(), g.get(), b, n, t0, rows, s0, cols, kept_any);
             }
+            ToProbabilities(s.get(), lse, b, n, t0, rows, cols);
             gemm(rows, cols, Dv, dos.get() + t0 * Dv, Dv, 1, panels.VT() + s0,
                  panels.ld, dp.get(), kKeyBlock, false);
-            for (int64_t r = 0; r < rows; ++r) {
-              const C lr = lse[p.LseOffset(b, n, t0 + r)];
-              if (lr == NegInf<C>()) continue;  // a dead row: P = 0
-              const C* row = s.get() + r * kKeyBlock;
-              const C* dprow = dp.get() + r * kKeyBlock;
-              const C* grow = g.get() + r * kKeyBlock;
-              const C dl = delta[t0 + r];
-              C* arow = acc + p.BroadcastOffset(p.bias, b, n, t0 + r, s0);
-              for (int64_t c = 0; c < cols; ++c) {
-                C ds = ExpC(row[c] - lr) * (dprow[c] - dl);
-                if (p.softcap > 0) ds *= grow[c];  // then every tile is finished
-                arow[c * st[3]] += ds;
-              }
-            }
+            ToLogitGrads(s.get(), dp.get(), g.get(), delta.get() + t0, rows,
+                         cols);
+            AddBiasGrad(p, s.get(), b, n, t0, rows, s0, cols, acc);
           }
         }
       }
