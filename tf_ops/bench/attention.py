@@ -8,7 +8,8 @@ allocator memory.
                                    [--budget-s 20] [--torch]
 
 A case is ``[batch, T, heads, head_dim]`` (keys as many as queries) with causal, none or
-a padding mask (keras-hub's ``[batch, 1, T, S]``). Candidates are timed in the same
+a padding mask (keras-hub's ``[batch, 1, T, S]``), or a trainable ``[1, heads, T, S]``
+bias (T5's relative-position bias; its gradient taken too: ``TfOps>AttentionBiasGrad``). Candidates are timed in the same
 interleaved rounds (timing.py); ratios are a candidate's median time over tf_ops' (> 1:
 tf_ops is faster). The FLOP rate counts the work done: 2 products forward and 5 backward
 (the weights recomputed) of 2 B N T S D each, the causal half once; "matmul" is a
@@ -30,12 +31,14 @@ import sys
 
 _BFC = "TF_CPU_ALLOCATOR_USE_BFC"
 
-# name -> (batch, T, heads, head_dim, mask kind: "causal", "full" or "padding")
+# name -> (batch, T, heads, head_dim, kind: "causal", "full", "padding" or "bias")
 CASES = {
     "causal2048": (1, 2048, 8, 64, "causal"),
     "full2048": (1, 2048, 8, 64, "full"),
     "full512x4": (4, 512, 12, 64, "full"),
     "padding512x4": (4, 512, 12, 64, "padding"),
+    "bias2048": (1, 2048, 8, 64, "bias"),
+    "bias512x4": (4, 512, 8, 64, "bias"),
     "causal8192": (1, 8192, 8, 64, "causal"),
 }
 DTYPES = ("float32", "bfloat16")
@@ -51,34 +54,38 @@ def _inputs(case, dtype: str):
     rng = np.random.default_rng(0)
     q, k, v, dout = (tf.cast(tf.constant(rng.standard_normal((b, t, n, d)), tf.float32),
                              dtype) for _ in range(4))
-    mask = None
+    mask = bias = None
     if kind == "padding":
         lengths = rng.integers(t // 2, t + 1, size=b)
         mask = tf.constant((np.arange(t)[None, None, None, :] <
                             lengths[:, None, None, None]).repeat(t, axis=2))
-    return q, k, v, dout, mask
+    elif kind == "bias":
+        bias = tf.cast(tf.constant(rng.standard_normal((1, n, t, t)), tf.float32), dtype)
+    return q, k, v, dout, mask, bias
 
 
-def _step(attention, causal: bool, mask):
+def _step(attention, causal: bool, mask, bias):
+    """Forward and backward; with a bias, its gradient too (it is trainable)."""
     import tensorflow as tf
 
     def step(q, k, v, dout):
+        sources = [q, k, v] + ([bias] if bias is not None else [])
         with tf.GradientTape() as tape:
-            tape.watch([q, k, v])
-            out = attention(q, k, v, mask=mask, causal=causal)
-        return tape.gradient(out, [q, k, v], output_gradients=dout)
+            tape.watch(sources)
+            out = attention(q, k, v, mask=mask, causal=causal, bias=bias)
+        return tape.gradient(out, sources, output_gradients=dout)
 
     return step
 
 
-def keras_attention(q, k, v, mask=None, causal=False):
+def keras_attention(q, k, v, mask=None, causal=False, bias=None):
     """Stock Keras 3's TensorFlow attention (never the patched one)."""
     from keras.src.backend.tensorflow import nn as keras_nn
 
-    return keras_nn.dot_product_attention(q, k, v, mask=mask, is_causal=causal)
+    return keras_nn.dot_product_attention(q, k, v, bias=bias, mask=mask, is_causal=causal)
 
 
-def softmax_path(q, k, v, mask=None, causal=False):
+def softmax_path(q, k, v, mask=None, causal=False, bias=None):
     """What patch_keras() ran before the fused op: heads-first batched matmuls around
     ``tf_ops.softmax(mask=, scale=, causal=)``, the [B, N, T, S] weights kept."""
     import tensorflow as tf
@@ -88,6 +95,8 @@ def softmax_path(q, k, v, mask=None, causal=False):
     first = functools.partial(tf.transpose, perm=[0, 2, 1, 3])
     logits = tf.matmul(first(q), first(k), transpose_b=True)
     logits = tf.cast(logits, tf.float32)
+    if bias is not None:  # scaled here, as the softmax's scale will scale it back
+        logits += tf.cast(bias, tf.float32) * math.sqrt(q.shape[-1])
     probs = tf_ops.softmax(logits, mask=mask, scale=1.0 / math.sqrt(q.shape[-1]),
                            causal=causal)
     return first(tf.matmul(tf.cast(probs, v.dtype), first(v)))
@@ -114,14 +123,16 @@ def bench_case(name: str, dtype: str, budget_s: float, with_slow: bool,
 
     case = CASES[name]
     b, t, n, d, kind = case
-    q, k, v, dout, mask = _inputs(case, dtype)
+    q, k, v, dout, mask, bias = _inputs(case, dtype)
     causal = kind == "causal"
     steps = {
-        "tf_ops": tf.function(_step(tf_ops.attention, causal, mask)),
-        "keras": tf.function(_step(keras_attention, causal, mask)),
-        "keras_xla": tf.function(_step(keras_attention, causal, mask), jit_compile=True),
-        "softmax_path": tf.function(_step(softmax_path, causal, mask)),
-        "tf_ops_xla": tf.function(_step(tf_ops.attention, causal, mask), jit_compile=True),
+        "tf_ops": tf.function(_step(tf_ops.attention, causal, mask, bias)),
+        "keras": tf.function(_step(keras_attention, causal, mask, bias)),
+        "keras_xla": tf.function(_step(keras_attention, causal, mask, bias),
+                                 jit_compile=True),
+        "softmax_path": tf.function(_step(softmax_path, causal, mask, bias)),
+        "tf_ops_xla": tf.function(_step(tf_ops.attention, causal, mask, bias),
+                                  jit_compile=True),
     }
     if not with_slow:  # T = 8192: Keras's T x T tensors take GiBs; XLA's compile minutes
         for slow in ("keras_xla", "tf_ops_xla"):
@@ -153,6 +164,8 @@ def torch_step(case, dtype: str):
     except ImportError:
         return None
     b, t, n, d, kind = case
+    if kind == "bias":  # a trainable additive mask takes torch's math path, not flash
+        return None
     dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(b, n, t, d, dtype=dt, generator=gen, requires_grad=True)
@@ -160,7 +173,7 @@ def torch_step(case, dtype: str):
     dout = torch.randn(b, n, t, d, dtype=dt, generator=gen)
     mask = None
     if kind == "padding":  # the TF candidates' [batch, 1, T, S] mask
-        _, _, _, _, tf_mask = _inputs(case, "float32")
+        tf_mask = _inputs(case, "float32")[4]
         mask = torch.from_numpy(tf_mask.numpy())
 
     def run():
